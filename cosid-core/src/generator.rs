@@ -1,0 +1,581 @@
+//! The lock-free Snowflake generator.
+//!
+//! One id path: clock -> window check -> atomic state -> compose.
+//!
+//! The generator's whole state is one atomic word: the last issued `(timestamp, sequence)`
+//! packed as `timestamp << sequence_bits | sequence`, plus two flag bits (`EMPTY` before the
+//! first id, `CLOSED` after shutdown). An id is issued by one compare-and-set that moves the
+//! word strictly forward, so:
+//!
+//! - **issued `(timestamp, sequence)` pairs strictly increase** across all threads of one
+//!   generator (each successful CAS moves the word forward, and two CASes never both succeed from
+//!   the same value);
+//! - **every id lies in its binding's window**: the candidate's unit start is checked against
+//!   `floor < start <= ceiling` of a consistent window snapshot before the CAS; the ceiling only
+//!   holds values the store granted, so a snapshot that went stale between the check and the CAS
+//!   is still inside a window that was granted to this holder;
+//! - **nothing is issued after close**: closing sets `CLOSED` with one `fetch_or`, which fails
+//!   every CAS still in flight and returns the exact last issued timestamp for the release.
+//!
+//! A clock that steps back never makes the word go back: the generator keeps issuing at its last
+//! timestamp while sequence numbers remain, then waits. Every wait is bounded by `max_wait`.
+
+use crate::clock::SharedClock;
+use crate::error::{Error, ErrorKind, Result};
+use crate::layout::Layout;
+use crate::sync::{AtomicU64, Ordering};
+use crate::window::{Window, WindowStatus};
+use std::sync::Arc;
+use std::time::Duration;
+
+const CLOSED: u64 = 1 << 63;
+const EMPTY: u64 = 1 << 62;
+
+/// Why an id could not be issued right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitReason {
+    /// Every sequence number of the current time unit is used; the next unit is near.
+    NextTick,
+    /// The clock is before the window's floor, or stepped back behind the last issued timestamp.
+    ClockBehind,
+    /// The clock is past the window's ceiling; the keeper's renewal will extend it.
+    Ceiling,
+    /// No slot is bound yet.
+    Unbound,
+}
+
+impl WaitReason {
+    /// The error a wait of this kind becomes once `max_wait` runs out.
+    pub fn into_error(self, max_wait: Duration) -> Error {
+        let (kind, what) = match self {
+            WaitReason::NextTick => (ErrorKind::Timeout, "waiting for the next time unit"),
+            WaitReason::ClockBehind => (
+                ErrorKind::ClockBehind,
+                "the clock is behind the window's floor or the last issued id",
+            ),
+            WaitReason::Ceiling => (
+                ErrorKind::WindowClosed,
+                "the window's ceiling is reached and no renewal extended it",
+            ),
+            WaitReason::Unbound => (ErrorKind::Timeout, "no slot is bound yet"),
+        };
+        Error::new(
+            kind,
+            format!(
+                "no id issued after {}: {what}; raise max-wait or look at the keeper's events",
+                crate::time::format_duration(max_wait)
+            ),
+        )
+    }
+}
+
+/// The outcome of a non-blocking attempt.
+#[derive(Debug)]
+pub enum TryNext<T> {
+    /// Issued.
+    Ready(T),
+    /// Not now: try again after about `retry_after` (zero: at once).
+    Wait {
+        /// Why.
+        reason: WaitReason,
+        /// A hint for when to try again.
+        retry_after: Duration,
+    },
+}
+
+/// A run of consecutive ids: `(timestamp, slot)` fixed, sequences `first..first + count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reservation {
+    /// Timestamp field (units since the epoch).
+    pub timestamp: u64,
+    /// The slot.
+    pub slot: u32,
+    /// First sequence number.
+    pub first_sequence: u32,
+    /// How many ids.
+    pub count: u32,
+}
+
+/// A Snowflake generator bound to a shared [`Window`].
+///
+/// Thread-safe and lock-free: any number of threads may call `next`, `try_next` and
+/// `next_batch` at once. Ids from one generator strictly increase in `(timestamp, sequence)`
+/// within a binding and are unique across all threads.
+#[derive(Debug)]
+pub struct Generator {
+    state: AtomicU64,
+    /// Ids of time units already left behind (the current unit's count is in `state`).
+    retired: AtomicU64,
+    waits: AtomicU64,
+    layout: Layout,
+    window: Arc<Window>,
+    clock: SharedClock,
+    max_wait: Duration,
+    fork_generation: u64,
+    name: String,
+}
+
+impl Generator {
+    /// A generator issuing ids of `layout` inside `window`, timing with `clock`, waiting at most
+    /// `max_wait` per call.
+    pub fn new(
+        name: impl Into<String>,
+        layout: Layout,
+        window: Arc<Window>,
+        clock: SharedClock,
+        max_wait: Duration,
+    ) -> Self {
+        Generator {
+            state: AtomicU64::new(EMPTY),
+            retired: AtomicU64::new(0),
+            waits: AtomicU64::new(0),
+            layout,
+            window,
+            clock,
+            max_wait,
+            fork_generation: crate::fork::generation(),
+            name: name.into(),
+        }
+    }
+
+    /// The generator's name ("" for a runtime's default generator).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The bit layout of the ids.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The longest a blocking call waits.
+    pub fn max_wait(&self) -> Duration {
+        self.max_wait
+    }
+
+    #[inline]
+    fn unpack(&self, word: u64) -> (u64, u32) {
+        let seq_bits = self.layout.sequence_bits();
+        let low = word & !(CLOSED | EMPTY);
+        (low >> seq_bits, (low & self.layout.max_sequence() as u64) as u32)
+    }
+
+    #[inline]
+    fn pack(&self, t: u64, s: u32) -> u64 {
+        (t << self.layout.sequence_bits()) | s as u64
+    }
+
+    /// Tries to reserve up to `want` (>= 1) consecutive ids without waiting.
+    #[inline]
+    pub fn try_reserve(&self, want: u32) -> Result<TryNext<Reservation>> {
+        debug_assert!(want >= 1);
+        if crate::fork::current() != self.fork_generation {
+            return Err(forked());
+        }
+        loop {
+            let cur = self.state.load(Ordering::Acquire);
+            if cur & CLOSED != 0 {
+                return Err(closed(&self.name));
+            }
+            let b = self.window.read();
+            match b.status {
+                WindowStatus::Active => {}
+                WindowStatus::Lost => return Err(slot_lost(b.slot)),
+                WindowStatus::Closed => return Err(closed(&self.name)),
+                WindowStatus::Unbound => {
+                    return Ok(TryNext::Wait {
+                        reason: WaitReason::Unbound,
+                        retry_after: Duration::from_millis(1),
+                    })
+                }
+            }
+            let now_ms = self.clock.now_ms();
+            let Some(now_t) = self.layout.timestamp_at(now_ms) else {
+                return Err(out_of_range(&self.layout, now_ms));
+            };
+            let max_seq = self.layout.max_sequence();
+            let (t, first) = if cur & EMPTY != 0 {
+                (now_t, 0)
+            } else {
+                let (last_t, last_s) = self.unpack(cur);
+                if now_t > last_t {
+                    (now_t, 0)
+                } else if last_s < max_seq {
+                    (last_t, last_s + 1)
+                } else {
+                    // This unit is used up; wait for the clock to reach the next one.
+                    let next_start = self.layout.unit_start_ms(last_t + 1);
+                    let reason =
+                        if now_t == last_t { WaitReason::NextTick } else { WaitReason::ClockBehind };
+                    return Ok(TryNext::Wait {
+                        reason,
+                        retry_after: Duration::from_millis((next_start - now_ms).max(0) as u64),
+                    });
+                }
+            };
+            let start = self.layout.unit_start_ms(t);
+            if start <= b.floor {
+                // Before the floor: the previous holder may have used these timestamps.
+                let first_ok = self.layout.timestamp_at(b.floor).map_or(t + 1, |f| f + 1);
+                let wait_ms = self.layout.unit_start_ms(first_ok) - now_ms;
+                return Ok(TryNext::Wait {
+                    reason: WaitReason::ClockBehind,
+                    retry_after: Duration::from_millis(wait_ms.max(1) as u64),
+                });
+            }
+            if start > b.ceiling {
+                return Ok(TryNext::Wait {
+                    reason: WaitReason::Ceiling,
+                    retry_after: Duration::from_millis(1),
+                });
+            }
+            let last = first.saturating_add(want - 1).min(max_seq);
+            let next = self.pack(t, last);
+            if self
+                .state
+                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                if cur & EMPTY == 0 && first == 0 {
+                    // We left a time unit behind: count its ids once, off the per-id path.
+                    let (_, old_s) = self.unpack(cur);
+                    self.retired.fetch_add(old_s as u64 + 1, Ordering::Relaxed);
+                }
+                return Ok(TryNext::Ready(Reservation {
+                    timestamp: t,
+                    slot: b.slot,
+                    first_sequence: first,
+                    count: last - first + 1,
+                }));
+            }
+        }
+    }
+
+    /// Tries to issue one id without waiting.
+    #[inline]
+    pub fn try_next(&self) -> Result<TryNext<u64>> {
+        Ok(match self.try_reserve(1)? {
+            TryNext::Ready(r) => {
+                TryNext::Ready(self.layout.compose(r.timestamp, r.slot, r.first_sequence))
+            }
+            TryNext::Wait { reason, retry_after } => TryNext::Wait { reason, retry_after },
+        })
+    }
+
+    /// Issues one id, waiting (at most `max_wait`) when the window or the clock require it.
+    #[inline]
+    pub fn next(&self) -> Result<u64> {
+        if let TryNext::Ready(id) = self.try_next()? {
+            return Ok(id);
+        }
+        self.next_slow()
+    }
+
+    #[cold]
+    fn next_slow(&self) -> Result<u64> {
+        let r = self.reserve_waiting(1)?;
+        Ok(self.layout.compose(r.timestamp, r.slot, r.first_sequence))
+    }
+
+    /// Reserves up to `want` consecutive ids (one atomic step), waiting like [`Generator::next`].
+    pub fn reserve_waiting(&self, want: u32) -> Result<Reservation> {
+        let deadline = self.clock.monotonic() + self.max_wait;
+        let mut counted = false;
+        loop {
+            match self.try_reserve(want)? {
+                TryNext::Ready(r) => return Ok(r),
+                TryNext::Wait { reason, retry_after } => {
+                    if !counted {
+                        self.waits.fetch_add(1, Ordering::Relaxed);
+                        counted = true;
+                    }
+                    let now = self.clock.monotonic();
+                    if now >= deadline {
+                        return Err(reason.into_error(self.max_wait));
+                    }
+                    // Poll the window at least every few ms: a renewal or a rebinding may end
+                    // the wait before the hint does.
+                    let nap = retry_after.min(deadline - now).min(Duration::from_millis(5));
+                    self.clock.sleep(nap);
+                }
+            }
+        }
+    }
+
+    /// Fills `out` with ids, reserving whole runs of sequence numbers per atomic step. On error
+    /// the ids already written stay valid (and issued); the error says why the rest were not.
+    pub fn next_batch(&self, out: &mut [u64]) -> Result<()> {
+        let mut filled = 0;
+        while filled < out.len() {
+            let want = (out.len() - filled).min(u32::MAX as usize) as u32;
+            let r = match self.try_reserve(want)? {
+                TryNext::Ready(r) => r,
+                TryNext::Wait { .. } => self.reserve_waiting(want)?,
+            };
+            let base = self.layout.compose(r.timestamp, r.slot, 0);
+            for (i, slot) in out[filled..filled + r.count as usize].iter_mut().enumerate() {
+                *slot = base | (r.first_sequence as u64 + i as u64);
+            }
+            filled += r.count as usize;
+        }
+        Ok(())
+    }
+
+    /// Closes the generator: every later call fails with `Closed`, and no call in flight can
+    /// still issue. Returns the unit start (ms) of the last issued timestamp, or `None` if it
+    /// never issued. Idempotent.
+    pub fn close(&self) -> Option<i64> {
+        let last = self.state.fetch_or(CLOSED, Ordering::AcqRel);
+        self.last_issued_ms_of(last)
+    }
+
+    /// The unit start (ms) of the last issued timestamp, `None` before the first id.
+    pub fn last_issued_ms(&self) -> Option<i64> {
+        self.last_issued_ms_of(self.state.load(Ordering::Acquire))
+    }
+
+    fn last_issued_ms_of(&self, word: u64) -> Option<i64> {
+        (word & EMPTY == 0).then(|| self.layout.unit_start_ms(self.unpack(word).0))
+    }
+
+    /// Whether [`Generator::close`] ran.
+    pub fn is_closed(&self) -> bool {
+        self.state.load(Ordering::Acquire) & CLOSED != 0
+    }
+
+    /// Ids issued so far (exact once closed; may trail by one time unit's worth while running).
+    pub fn issued(&self) -> u64 {
+        let word = self.state.load(Ordering::Acquire);
+        let current = if word & EMPTY != 0 { 0 } else { self.unpack(word).1 as u64 + 1 };
+        self.retired.load(Ordering::Relaxed) + current
+    }
+
+    /// Calls that had to wait at least once.
+    pub fn waits(&self) -> u64 {
+        self.waits.load(Ordering::Relaxed)
+    }
+}
+
+fn forked() -> Error {
+    Error::new(
+        ErrorKind::Forked,
+        "this process is a fork of the one that built the runtime, which still holds its slot; \
+         build a new runtime in the child",
+    )
+}
+
+fn closed(name: &str) -> Error {
+    let what = if name.is_empty() { "the generator".to_string() } else { format!("generator '{name}'") };
+    Error::new(ErrorKind::Closed, format!("{what} is closed; build a new runtime to issue more ids"))
+}
+
+fn slot_lost(slot: u32) -> Error {
+    Error::new(
+        ErrorKind::SlotLost,
+        format!(
+            "the lease on slot {slot} was lost (expired or taken over); the keeper is acquiring a \
+             new slot, retry shortly"
+        ),
+    )
+}
+
+fn out_of_range(layout: &Layout, now_ms: i64) -> Error {
+    let now = crate::time::format_rfc3339_ms(now_ms);
+    if now_ms < layout.epoch_ms() {
+        Error::new(ErrorKind::ClockBehind, format!("the clock ({now}) is before the layout's epoch"))
+    } else {
+        Error::new(
+            ErrorKind::Config,
+            format!(
+                "the clock ({now}) is past the end of the layout's range ({}); use a layout with \
+                 more timestamp bits or a later epoch",
+                crate::time::format_rfc3339_ms(layout.runs_out_at_ms())
+            ),
+        )
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::clock::{Clock, ManualClock};
+    use std::collections::HashSet;
+
+    const T0: i64 = 1_800_000_000_000;
+
+    fn setup(layout: Layout, floor: i64, ceiling: i64) -> (Arc<ManualClock>, Arc<Window>, Generator) {
+        let clock = ManualClock::shared(T0);
+        let window = Arc::new(Window::bound(5, floor, ceiling));
+        let g =
+            Generator::new("", layout, window.clone(), clock.clone(), Duration::from_millis(100));
+        (clock, window, g)
+    }
+
+    fn ready<T: std::fmt::Debug>(r: Result<TryNext<T>>) -> T {
+        match r.unwrap() {
+            TryNext::Ready(v) => v,
+            other => panic!("expected an id, got {other:?}"),
+        }
+    }
+
+    fn wait_reason<T: std::fmt::Debug>(r: Result<TryNext<T>>) -> WaitReason {
+        match r.unwrap() {
+            TryNext::Wait { reason, .. } => reason,
+            other => panic!("expected a wait, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn issues_inside_the_window_with_increasing_sequences() {
+        let (_, _, g) = setup(Layout::MILLIS, T0 - 10, T0 + 10);
+        let a = g.layout().decompose(ready(g.try_next())).unwrap();
+        let b = g.layout().decompose(ready(g.try_next())).unwrap();
+        assert_eq!((a.slot, a.sequence, b.sequence), (5, 0, 1));
+        assert_eq!(g.layout().unit_start_ms(a.timestamp), T0);
+        assert_eq!(g.issued(), 2);
+        assert_eq!(g.last_issued_ms(), Some(T0));
+    }
+
+    #[test]
+    fn sequence_exhausted_waits_for_the_next_tick() {
+        let (clock, _, g) = setup(Layout::SAFE_JS_MILLIS, T0 - 10, T0 + 10);
+        let mut ids = vec![0; 512];
+        g.next_batch(&mut ids).unwrap();
+        assert_eq!(wait_reason(g.try_next()), WaitReason::NextTick);
+        clock.advance(Duration::from_millis(1));
+        let p = g.layout().decompose(ready(g.try_next())).unwrap();
+        assert_eq!((g.layout().unit_start_ms(p.timestamp), p.sequence), (T0 + 1, 0));
+        // Blocking next() sleeps the manual clock forward instead of failing.
+        let mut more = vec![0; 600];
+        g.next_batch(&mut more).unwrap();
+        assert!(more.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn before_the_floor_waits_then_fails_clock_behind() {
+        let (clock, _, g) = setup(Layout::MILLIS, T0 + 50, T0 + 100);
+        assert_eq!(wait_reason(g.try_next()), WaitReason::ClockBehind);
+        // 100 ms of max_wait is not enough to pass a floor 50 ms ahead? It is: the wait ends.
+        let id = g.next().unwrap();
+        assert!(g.layout().unit_start_ms(g.layout().decompose(id).unwrap().timestamp) > T0 + 50);
+        clock.freeze();
+        let (_, _, g2) = setup(Layout::MILLIS, T0 + 500, T0 + 1000);
+        assert_eq!(g2.next().unwrap_err().kind(), ErrorKind::ClockBehind);
+    }
+
+    #[test]
+    fn ceiling_reached_waits_for_an_extension_then_fails_window_closed() {
+        let (clock, window, g) = setup(Layout::MILLIS, T0 - 10, T0);
+        g.next().unwrap();
+        clock.advance(Duration::from_millis(1));
+        assert_eq!(wait_reason(g.try_next()), WaitReason::Ceiling);
+        let e = g.next().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::WindowClosed, "{e}");
+        window.extend(clock.now_ms() + 10);
+        g.next().unwrap();
+    }
+
+    #[test]
+    fn clock_stepped_back_an_hour_keeps_issuing_at_the_last_timestamp_then_fails() {
+        let (clock, _, g) = setup(Layout::SAFE_JS_MILLIS, T0 - 3_600_000 * 2, T0 + 10);
+        let first = g.next().unwrap();
+        clock.step_back(Duration::from_secs(3600));
+        clock.freeze();
+        let mut last = first;
+        for _ in 0..511 {
+            let id = g.next().unwrap();
+            assert!(id > last);
+            last = id;
+        }
+        let p = g.layout().decompose(last).unwrap();
+        assert_eq!((g.layout().unit_start_ms(p.timestamp), p.sequence), (T0, 511));
+        let e = g.next().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ClockBehind, "{e}");
+        // Once the clock is back, issuing resumes past the last timestamp.
+        clock.unfreeze();
+        clock.set(T0 + 1);
+        assert!(g.next().unwrap() > last);
+    }
+
+    #[test]
+    fn coarse_units_check_the_unit_start() {
+        // Window (T0+500, T0+5000]: the unit [T0, T0+1000) starts at T0, below the floor.
+        let (clock, _, g) = setup(Layout::SECONDS, T0 + 500, T0 + 5_000);
+        assert_eq!(wait_reason(g.try_next()), WaitReason::ClockBehind);
+        clock.set(T0 + 1_000);
+        let p = g.layout().decompose(ready(g.try_next())).unwrap();
+        assert_eq!(g.layout().unit_start_ms(p.timestamp), T0 + 1_000);
+        clock.set(T0 + 5_000);
+        ready(g.try_next());
+        clock.set(T0 + 6_000);
+        assert_eq!(wait_reason(g.try_next()), WaitReason::Ceiling);
+    }
+
+    #[test]
+    fn lost_closed_and_forked() {
+        let (_, window, g) = setup(Layout::MILLIS, T0 - 10, T0 + 10);
+        g.next().unwrap();
+        window.set_status(WindowStatus::Lost);
+        assert_eq!(g.next().unwrap_err().kind(), ErrorKind::SlotLost);
+        window.rebind(6, T0 - 1, T0 + 10);
+        let p = g.layout().decompose(g.next().unwrap()).unwrap();
+        assert_eq!(p.slot, 6);
+        assert_eq!(g.close(), Some(T0));
+        assert_eq!(g.close(), Some(T0), "close is idempotent");
+        assert_eq!(g.next().unwrap_err().kind(), ErrorKind::Closed);
+        let mut buf = [0u64; 4];
+        assert_eq!(g.next_batch(&mut buf).unwrap_err().kind(), ErrorKind::Closed);
+    }
+
+    #[test]
+    fn a_generator_that_never_issued_reports_no_last_timestamp() {
+        let (_, _, g) = setup(Layout::MILLIS, T0 - 10, T0 + 10);
+        assert_eq!(g.close(), None);
+        assert_eq!(g.issued(), 0);
+    }
+
+    #[test]
+    fn batch_reserves_consecutive_sequences() {
+        let (clock, _, g) = setup(Layout::MILLIS, T0 - 10, T0 + 100);
+        g.next().unwrap();
+        let r = ready(g.try_reserve(100));
+        assert_eq!((r.first_sequence, r.count), (1, 100));
+        let mut ids = vec![0u64; 10_000];
+        g.next_batch(&mut ids).unwrap();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(g.issued(), 10_101);
+        assert!(clock.now_ms() >= T0 + 2, "the batch waited for later ticks");
+    }
+
+    #[test]
+    fn eight_threads_two_million_ids_no_duplicate_each_increasing() {
+        let clock: SharedClock = Arc::new(crate::clock::SystemClock);
+        let now = clock.now_ms();
+        let window = Arc::new(Window::bound(1, now - 1, now + 3_600_000));
+        let g = Arc::new(Generator::new("", Layout::MILLIS, window, clock, Duration::from_secs(5)));
+        let per_thread = 250_000;
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let g = g.clone();
+                std::thread::spawn(move || {
+                    let mut ids = Vec::with_capacity(per_thread);
+                    for _ in 0..per_thread {
+                        ids.push(g.next().unwrap());
+                    }
+                    ids
+                })
+            })
+            .collect();
+        let mut all = HashSet::with_capacity(8 * per_thread);
+        for h in handles {
+            let ids = h.join().unwrap();
+            assert!(ids.windows(2).all(|w| w[0] < w[1]), "a thread's ids must increase");
+            for id in ids {
+                assert!(all.insert(id), "duplicate id {id}");
+            }
+        }
+        assert_eq!(all.len(), 8 * per_thread);
+        assert_eq!(g.close().is_some(), true);
+        assert_eq!(g.issued(), 8 * per_thread as u64);
+    }
+}

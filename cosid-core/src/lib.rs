@@ -1,0 +1,24 @@
+//! # cosid-core
+//!
+//! Distributed Snowflake ids `(time, slot, sequence)`, unique whatever the clocks do.
+//!
+//! Each holder issues timestamps only inside its leased window `(floor, ceiling]` on its slot,
+//! and the store keeps successive windows on a slot disjoint with one atomic compare-and-set per
+//! change. See `ARCHITECTURE.md` at the repository root for the map.
+
+#![warn(missing_docs)]
+
+pub mod clock;
+pub mod error;
+pub mod fork;
+pub mod generator;
+pub mod layout;
+mod sync;
+pub mod time;
+pub mod window;
+
+pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
+pub use error::{Error, ErrorKind, Result};
+pub use generator::{Generator, Reservation, TryNext, WaitReason};
+pub use layout::{IdParts, Layout, TimeUnit};
+pub use window::{Binding, Window, WindowStatus};

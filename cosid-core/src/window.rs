@@ -1,0 +1,208 @@
+//! The issuance window: the binding `(slot, floor, ceiling)` that every generator of a runtime
+//! checks each id against, plus its status (active, lost, closed).
+//!
+//! Invariants (the reason this module exists):
+//! - A reader never sees the slot of one binding with the floor of another: `slot` and `floor`
+//!   change together under a sequence lock, and readers retry a torn read.
+//! - Within one binding the ceiling only grows, and it only ever holds a value the store has
+//!   already granted (the keeper extends it after a successful renewal). A reader holding a stale,
+//!   smaller ceiling is therefore conservative, never unsafe.
+//! - There is one writer at a time (the runtime's keeper, under its own lock). Readers never
+//!   block and never write.
+
+use crate::sync::{fence, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+/// Where the window stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum WindowStatus {
+    /// No slot yet (the keeper is acquiring one). Generators wait.
+    Unbound = 0,
+    /// Bound to a slot with a window; generators issue inside it.
+    Active = 1,
+    /// The lease was lost; generators fail fast until the keeper binds a new slot.
+    Lost = 2,
+    /// Shut down for good.
+    Closed = 3,
+}
+
+impl WindowStatus {
+    fn from_u8(v: u8) -> WindowStatus {
+        match v {
+            1 => WindowStatus::Active,
+            2 => WindowStatus::Lost,
+            3 => WindowStatus::Closed,
+            _ => WindowStatus::Unbound,
+        }
+    }
+}
+
+/// A consistent snapshot of the window, as a generator reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Binding {
+    /// The leased slot.
+    pub slot: u32,
+    /// Excluded lower bound, ms: timestamps issued are `> floor`.
+    pub floor: i64,
+    /// Included upper bound, ms: timestamps issued are `<= ceiling`.
+    pub ceiling: i64,
+    /// Whether ids may be issued.
+    pub status: WindowStatus,
+    /// Bumped on every rebinding; lets observers tell bindings apart.
+    pub generation: u64,
+}
+
+/// The shared window. Thread-safe: any number of readers, one writer at a time.
+#[derive(Debug)]
+pub struct Window {
+    /// Sequence lock: odd while a rebinding is being written.
+    seq: AtomicU64,
+    slot: AtomicU32,
+    floor: AtomicI64,
+    ceiling: AtomicI64,
+    status: AtomicU8,
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        Window::new()
+    }
+}
+
+impl Window {
+    /// An unbound window.
+    pub fn new() -> Self {
+        Window {
+            seq: AtomicU64::new(0),
+            slot: AtomicU32::new(0),
+            floor: AtomicI64::new(i64::MAX),
+            ceiling: AtomicI64::new(i64::MIN),
+            status: AtomicU8::new(WindowStatus::Unbound as u8),
+        }
+    }
+
+    /// A window already bound to `(slot, floor, ceiling]`.
+    pub fn bound(slot: u32, floor: i64, ceiling: i64) -> Self {
+        let w = Window::new();
+        w.rebind(slot, floor, ceiling);
+        w
+    }
+
+    /// A consistent snapshot. Lock-free; retries only while a rebinding is in progress.
+    #[inline]
+    pub fn read(&self) -> Binding {
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            if s1 & 1 == 0 {
+                let slot = self.slot.load(Ordering::Relaxed);
+                let floor = self.floor.load(Ordering::Relaxed);
+                let ceiling = self.ceiling.load(Ordering::Relaxed);
+                let status = self.status.load(Ordering::Relaxed);
+                fence(Ordering::Acquire);
+                if self.seq.load(Ordering::Relaxed) == s1 {
+                    return Binding {
+                        slot,
+                        floor,
+                        ceiling,
+                        status: WindowStatus::from_u8(status),
+                        generation: s1 / 2,
+                    };
+                }
+            }
+            spin();
+        }
+    }
+
+    /// Binds a new slot and window and makes it active. Single writer.
+    pub fn rebind(&self, slot: u32, floor: i64, ceiling: i64) {
+        self.write(|w| {
+            w.slot.store(slot, Ordering::Relaxed);
+            w.floor.store(floor, Ordering::Relaxed);
+            w.ceiling.store(ceiling, Ordering::Relaxed);
+            w.status.store(WindowStatus::Active as u8, Ordering::Relaxed);
+        });
+    }
+
+    /// Raises the ceiling of the current binding to `ceiling` (never lowers it). Single writer.
+    /// Call only with a ceiling the store has granted.
+    pub fn extend(&self, ceiling: i64) {
+        self.ceiling.fetch_max(ceiling, Ordering::Release);
+    }
+
+    /// Marks the current binding lost (generators fail fast) or closed. Single writer.
+    pub fn set_status(&self, status: WindowStatus) {
+        self.write(|w| w.status.store(status as u8, Ordering::Relaxed));
+    }
+
+    fn write(&self, f: impl FnOnce(&Self)) {
+        let s = self.seq.load(Ordering::Relaxed);
+        debug_assert!(s & 1 == 0, "two writers on one window");
+        self.seq.store(s + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        f(self);
+        self.seq.store(s + 2, Ordering::Release);
+    }
+}
+
+#[inline]
+fn spin() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rebind_extend_and_status() {
+        let w = Window::new();
+        assert_eq!(w.read().status, WindowStatus::Unbound);
+        w.rebind(3, 100, 200);
+        let b = w.read();
+        assert_eq!((b.slot, b.floor, b.ceiling, b.status), (3, 100, 200, WindowStatus::Active));
+        w.extend(150);
+        assert_eq!(w.read().ceiling, 200, "a ceiling never goes down");
+        w.extend(250);
+        assert_eq!(w.read().ceiling, 250);
+        w.set_status(WindowStatus::Lost);
+        assert_eq!(w.read().status, WindowStatus::Lost);
+        let g = w.read().generation;
+        w.rebind(4, 250, 300);
+        assert!(w.read().generation > g);
+        assert_eq!(w.read().slot, 4);
+    }
+
+    #[test]
+    fn readers_never_see_a_torn_binding() {
+        use std::sync::atomic::{AtomicBool, AtomicU64};
+        use std::sync::Arc;
+        // Each binding has floor = slot * 1000; a torn read would break that relation.
+        let w = Arc::new(Window::bound(0, 0, 10));
+        let stop = Arc::new(AtomicBool::new(false));
+        let reads = Arc::new(AtomicU64::new(0));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (w, stop, reads) = (w.clone(), stop.clone(), reads.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let b = w.read();
+                        assert_eq!(b.floor, b.slot as i64 * 1000);
+                        reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        let mut i = 0u32;
+        while i < 20_000 || reads.load(std::sync::atomic::Ordering::Relaxed) < 100_000 {
+            i += 1;
+            w.rebind(i % 1024, (i % 1024) as i64 * 1000, (i % 1024) as i64 * 1000 + 10);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for r in readers {
+            r.join().unwrap();
+        }
+    }
+}

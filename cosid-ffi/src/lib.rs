@@ -1,0 +1,1 @@
+//! The C API of cosid (see include/cosid.h).
