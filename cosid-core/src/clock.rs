@@ -102,13 +102,16 @@ impl ManualClock {
 
     /// Moves both wall and monotonic time forward by `d` (wall time even when frozen).
     pub fn advance(&self, d: Duration) {
-        self.mono_ns.fetch_add(d.as_nanos() as u64, Ordering::SeqCst);
-        self.wall_ms.fetch_add(d.as_millis() as i64, Ordering::SeqCst);
+        self.mono_ns
+            .fetch_add(d.as_nanos() as u64, Ordering::SeqCst);
+        self.wall_ms
+            .fetch_add(d.as_millis() as i64, Ordering::SeqCst);
     }
 
     /// Moves wall time back by `d` (an NTP step back). Monotonic time does not move.
     pub fn step_back(&self, d: Duration) {
-        self.wall_ms.fetch_sub(d.as_millis() as i64, Ordering::SeqCst);
+        self.wall_ms
+            .fetch_sub(d.as_millis() as i64, Ordering::SeqCst);
     }
 
     /// Stops wall time from following `sleep`: a stuck clock.
@@ -134,9 +137,11 @@ impl Clock for ManualClock {
     fn sleep(&self, d: Duration) {
         // A zero sleep still moves time: otherwise a waiter polling a manual clock would spin.
         let d = d.max(Duration::from_millis(1));
-        self.mono_ns.fetch_add(d.as_nanos() as u64, Ordering::SeqCst);
+        self.mono_ns
+            .fetch_add(d.as_nanos() as u64, Ordering::SeqCst);
         if !self.frozen.load(Ordering::SeqCst) {
-            self.wall_ms.fetch_add(d.as_millis() as i64, Ordering::SeqCst);
+            self.wall_ms
+                .fetch_add(d.as_millis() as i64, Ordering::SeqCst);
         }
     }
 }
@@ -150,7 +155,10 @@ mod tests {
         let c = ManualClock::new(1_000);
         assert_eq!(c.now_ms(), 1_000);
         c.sleep(Duration::from_millis(5));
-        assert_eq!((c.now_ms(), c.monotonic()), (1_005, Duration::from_millis(5)));
+        assert_eq!(
+            (c.now_ms(), c.monotonic()),
+            (1_005, Duration::from_millis(5))
+        );
         c.step_back(Duration::from_secs(3600));
         assert_eq!(c.now_ms(), 1_005 - 3_600_000);
         assert_eq!(c.monotonic(), Duration::from_millis(5));

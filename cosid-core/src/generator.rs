@@ -157,7 +157,10 @@ impl Generator {
     fn unpack(&self, word: u64) -> (u64, u32) {
         let seq_bits = self.layout.sequence_bits();
         let low = word & !(CLOSED | EMPTY);
-        (low >> seq_bits, (low & self.layout.max_sequence() as u64) as u32)
+        (
+            low >> seq_bits,
+            (low & self.layout.max_sequence() as u64) as u32,
+        )
     }
 
     #[inline]
@@ -205,8 +208,11 @@ impl Generator {
                 } else {
                     // This unit is used up; wait for the clock to reach the next one.
                     let next_start = self.layout.unit_start_ms(last_t + 1);
-                    let reason =
-                        if now_t == last_t { WaitReason::NextTick } else { WaitReason::ClockBehind };
+                    let reason = if now_t == last_t {
+                        WaitReason::NextTick
+                    } else {
+                        WaitReason::ClockBehind
+                    };
                     return Ok(TryNext::Wait {
                         reason,
                         retry_after: Duration::from_millis((next_start - now_ms).max(0) as u64),
@@ -258,7 +264,13 @@ impl Generator {
             TryNext::Ready(r) => {
                 TryNext::Ready(self.layout.compose(r.timestamp, r.slot, r.first_sequence))
             }
-            TryNext::Wait { reason, retry_after } => TryNext::Wait { reason, retry_after },
+            TryNext::Wait {
+                reason,
+                retry_after,
+            } => TryNext::Wait {
+                reason,
+                retry_after,
+            },
         })
     }
 
@@ -284,7 +296,10 @@ impl Generator {
         loop {
             match self.try_reserve(want)? {
                 TryNext::Ready(r) => return Ok(r),
-                TryNext::Wait { reason, retry_after } => {
+                TryNext::Wait {
+                    reason,
+                    retry_after,
+                } => {
                     if !counted {
                         self.waits.fetch_add(1, Ordering::Relaxed);
                         counted = true;
@@ -295,7 +310,9 @@ impl Generator {
                     }
                     // Poll the window at least every few ms: a renewal or a rebinding may end
                     // the wait before the hint does.
-                    let nap = retry_after.min(deadline - now).min(Duration::from_millis(5));
+                    let nap = retry_after
+                        .min(deadline - now)
+                        .min(Duration::from_millis(5));
                     self.clock.sleep(nap);
                 }
             }
@@ -313,7 +330,10 @@ impl Generator {
                 TryNext::Wait { .. } => self.reserve_waiting(want)?,
             };
             let base = self.layout.compose(r.timestamp, r.slot, 0);
-            for (i, slot) in out[filled..filled + r.count as usize].iter_mut().enumerate() {
+            for (i, slot) in out[filled..filled + r.count as usize]
+                .iter_mut()
+                .enumerate()
+            {
                 *slot = base | (r.first_sequence as u64 + i as u64);
             }
             filled += r.count as usize;
@@ -346,7 +366,11 @@ impl Generator {
     /// Ids issued so far (exact once closed; may trail by one time unit's worth while running).
     pub fn issued(&self) -> u64 {
         let word = self.state.load(Ordering::Acquire);
-        let current = if word & EMPTY != 0 { 0 } else { self.unpack(word).1 as u64 + 1 };
+        let current = if word & EMPTY != 0 {
+            0
+        } else {
+            self.unpack(word).1 as u64 + 1
+        };
         self.retired.load(Ordering::Relaxed) + current
     }
 
@@ -365,8 +389,15 @@ fn forked() -> Error {
 }
 
 fn closed(name: &str) -> Error {
-    let what = if name.is_empty() { "the generator".to_string() } else { format!("generator '{name}'") };
-    Error::new(ErrorKind::Closed, format!("{what} is closed; build a new runtime to issue more ids"))
+    let what = if name.is_empty() {
+        "the generator".to_string()
+    } else {
+        format!("generator '{name}'")
+    };
+    Error::new(
+        ErrorKind::Closed,
+        format!("{what} is closed; build a new runtime to issue more ids"),
+    )
 }
 
 fn slot_lost(slot: u32) -> Error {
@@ -382,7 +413,10 @@ fn slot_lost(slot: u32) -> Error {
 fn out_of_range(layout: &Layout, now_ms: i64) -> Error {
     let now = crate::time::format_rfc3339_ms(now_ms);
     if now_ms < layout.epoch_ms() {
-        Error::new(ErrorKind::ClockBehind, format!("the clock ({now}) is before the layout's epoch"))
+        Error::new(
+            ErrorKind::ClockBehind,
+            format!("the clock ({now}) is before the layout's epoch"),
+        )
     } else {
         Error::new(
             ErrorKind::Config,
@@ -403,11 +437,20 @@ mod tests {
 
     const T0: i64 = 1_800_000_000_000;
 
-    fn setup(layout: Layout, floor: i64, ceiling: i64) -> (Arc<ManualClock>, Arc<Window>, Generator) {
+    fn setup(
+        layout: Layout,
+        floor: i64,
+        ceiling: i64,
+    ) -> (Arc<ManualClock>, Arc<Window>, Generator) {
         let clock = ManualClock::shared(T0);
         let window = Arc::new(Window::bound(5, floor, ceiling));
-        let g =
-            Generator::new("", layout, window.clone(), clock.clone(), Duration::from_millis(100));
+        let g = Generator::new(
+            "",
+            layout,
+            window.clone(),
+            clock.clone(),
+            Duration::from_millis(100),
+        );
         (clock, window, g)
     }
 
@@ -444,7 +487,10 @@ mod tests {
         assert_eq!(wait_reason(g.try_next()), WaitReason::NextTick);
         clock.advance(Duration::from_millis(1));
         let p = g.layout().decompose(ready(g.try_next())).unwrap();
-        assert_eq!((g.layout().unit_start_ms(p.timestamp), p.sequence), (T0 + 1, 0));
+        assert_eq!(
+            (g.layout().unit_start_ms(p.timestamp), p.sequence),
+            (T0 + 1, 0)
+        );
         // Blocking next() sleeps the manual clock forward instead of failing.
         let mut more = vec![0; 600];
         g.next_batch(&mut more).unwrap();
@@ -457,7 +503,11 @@ mod tests {
         assert_eq!(wait_reason(g.try_next()), WaitReason::ClockBehind);
         // 100 ms of max_wait is not enough to pass a floor 50 ms ahead? It is: the wait ends.
         let id = g.next().unwrap();
-        assert!(g.layout().unit_start_ms(g.layout().decompose(id).unwrap().timestamp) > T0 + 50);
+        assert!(
+            g.layout()
+                .unit_start_ms(g.layout().decompose(id).unwrap().timestamp)
+                > T0 + 50
+        );
         clock.freeze();
         let (_, _, g2) = setup(Layout::MILLIS, T0 + 500, T0 + 1000);
         assert_eq!(g2.next().unwrap_err().kind(), ErrorKind::ClockBehind);
@@ -488,7 +538,10 @@ mod tests {
             last = id;
         }
         let p = g.layout().decompose(last).unwrap();
-        assert_eq!((g.layout().unit_start_ms(p.timestamp), p.sequence), (T0, 511));
+        assert_eq!(
+            (g.layout().unit_start_ms(p.timestamp), p.sequence),
+            (T0, 511)
+        );
         let e = g.next().unwrap_err();
         assert_eq!(e.kind(), ErrorKind::ClockBehind, "{e}");
         // Once the clock is back, issuing resumes past the last timestamp.
@@ -524,7 +577,10 @@ mod tests {
         assert_eq!(g.close(), Some(T0), "close is idempotent");
         assert_eq!(g.next().unwrap_err().kind(), ErrorKind::Closed);
         let mut buf = [0u64; 4];
-        assert_eq!(g.next_batch(&mut buf).unwrap_err().kind(), ErrorKind::Closed);
+        assert_eq!(
+            g.next_batch(&mut buf).unwrap_err().kind(),
+            ErrorKind::Closed
+        );
     }
 
     #[test]
@@ -552,7 +608,13 @@ mod tests {
         let clock: SharedClock = Arc::new(crate::clock::SystemClock);
         let now = clock.now_ms();
         let window = Arc::new(Window::bound(1, now - 1, now + 3_600_000));
-        let g = Arc::new(Generator::new("", Layout::MILLIS, window, clock, Duration::from_secs(5)));
+        let g = Arc::new(Generator::new(
+            "",
+            Layout::MILLIS,
+            window,
+            clock,
+            Duration::from_secs(5),
+        ));
         let per_thread = 250_000;
         let handles: Vec<_> = (0..8)
             .map(|_| {
@@ -569,7 +631,10 @@ mod tests {
         let mut all = HashSet::with_capacity(8 * per_thread);
         for h in handles {
             let ids = h.join().unwrap();
-            assert!(ids.windows(2).all(|w| w[0] < w[1]), "a thread's ids must increase");
+            assert!(
+                ids.windows(2).all(|w| w[0] < w[1]),
+                "a thread's ids must increase"
+            );
             for id in ids {
                 assert!(all.insert(id), "duplicate id {id}");
             }

@@ -95,15 +95,21 @@ impl Layout {
         sequence_bits: u8,
         js_safe: bool,
     ) -> Result<Layout> {
-        let layout = Layout { epoch_ms, unit, timestamp_bits, node_bits, sequence_bits, js_safe };
+        let layout = Layout {
+            epoch_ms,
+            unit,
+            timestamp_bits,
+            node_bits,
+            sequence_bits,
+            js_safe,
+        };
         layout.check_bits()?;
         layout.check_epoch(crate::clock::system_now_ms())?;
         Ok(layout)
     }
 
     fn check_bits(&self) -> Result<()> {
-        let total =
-            self.timestamp_bits as u32 + self.node_bits as u32 + self.sequence_bits as u32;
+        let total = self.timestamp_bits as u32 + self.node_bits as u32 + self.sequence_bits as u32;
         let describe = || {
             format!(
                 "layout {}/{}/{} (timestamp/node/sequence bits)",
@@ -330,8 +336,12 @@ mod tests {
     use crate::error::ErrorKind;
     use proptest::prelude::*;
 
-    const PRESETS: [Layout; 4] =
-        [Layout::MILLIS, Layout::SECONDS, Layout::SAFE_JS_MILLIS, Layout::SAFE_JS_SECONDS];
+    const PRESETS: [Layout; 4] = [
+        Layout::MILLIS,
+        Layout::SECONDS,
+        Layout::SAFE_JS_MILLIS,
+        Layout::SAFE_JS_SECONDS,
+    ];
 
     #[test]
     fn presets_match_cosid() {
@@ -375,7 +385,13 @@ mod tests {
     #[test]
     fn a_slot_or_id_that_does_not_fit_is_refused() {
         let l = Layout::SAFE_JS_MILLIS;
-        let e = l.try_compose(IdParts { timestamp: 1, slot: 8, sequence: 0 }).unwrap_err();
+        let e = l
+            .try_compose(IdParts {
+                timestamp: 1,
+                slot: 8,
+                sequence: 0,
+            })
+            .unwrap_err();
         assert!(e.message().contains("slot 8"), "{e}");
         assert!(l.decompose(1 << 53).is_err());
         assert!(l.decompose((1 << 53) - 1).is_ok());
@@ -389,14 +405,21 @@ mod tests {
         assert_eq!(l.unit_start_ms(t), COSID_EPOCH_MS + 2_000);
         assert_eq!(l.timestamp_at(COSID_EPOCH_MS - 1), None);
         assert_eq!(l.timestamp_at(l.runs_out_at_ms()), None);
-        assert_eq!(l.timestamp_at(l.runs_out_at_ms() - 1), Some(l.max_timestamp()));
+        assert_eq!(
+            l.timestamp_at(l.runs_out_at_ms() - 1),
+            Some(l.max_timestamp())
+        );
     }
 
     fn any_layout() -> impl Strategy<Value = Layout> {
         (8u8..=41, 1u8..=20, 1u8..=30, any::<bool>()).prop_filter_map(
             "fits",
             |(ts, node, seq, ms)| {
-                let unit = if ms { TimeUnit::Millis } else { TimeUnit::Seconds };
+                let unit = if ms {
+                    TimeUnit::Millis
+                } else {
+                    TimeUnit::Seconds
+                };
                 let l = Layout {
                     epoch_ms: COSID_EPOCH_MS,
                     unit,

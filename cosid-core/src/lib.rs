@@ -13,6 +13,8 @@ pub mod error;
 pub mod fork;
 pub mod generator;
 pub mod layout;
+pub mod lease;
+pub mod store;
 mod sync;
 pub mod time;
 pub mod window;

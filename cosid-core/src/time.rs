@@ -47,7 +47,15 @@ pub fn utc_fields(ms: i64) -> (i64, u32, u32, u32, u32, u32, u32) {
     let rem = ms.rem_euclid(86_400_000);
     let (y, mo, d) = civil_from_days(days);
     let secs = (rem / 1000) as u32;
-    (y, mo, d, secs / 3600, secs / 60 % 60, secs % 60, (rem % 1000) as u32)
+    (
+        y,
+        mo,
+        d,
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        (rem % 1000) as u32,
+    )
 }
 
 /// `ms` since the Unix epoch as RFC 3339 in UTC with milliseconds: `2019-12-24T16:00:00.000Z`.
@@ -70,7 +78,9 @@ pub fn parse_rfc3339(text: &str) -> Result<i64> {
         if part.is_empty() || !part.iter().all(u8::is_ascii_digit) {
             return Err(bad("expected digits"));
         }
-        Ok(part.iter().fold(0u32, |acc, c| acc * 10 + (c - b'0') as u32))
+        Ok(part
+            .iter()
+            .fold(0u32, |acc, c| acc * 10 + (c - b'0') as u32))
     };
     if b.len() < 20 {
         return Err(bad("too short"));
@@ -138,7 +148,9 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);
     let bad = |why: &str| {
-        Error::invalid(format!("'{text}' is not a duration ({why}); write it like 500ms, 3s or 1m"))
+        Error::invalid(format!(
+            "'{text}' is not a duration ({why}); write it like 500ms, 3s or 1m"
+        ))
     };
     if digits.is_empty() {
         return Err(bad("no number"));
@@ -182,12 +194,21 @@ mod tests {
 
     #[test]
     fn known_instants() {
-        assert_eq!(parse_rfc3339("2019-12-24T16:00:00Z").unwrap(), 1_577_203_200_000);
+        assert_eq!(
+            parse_rfc3339("2019-12-24T16:00:00Z").unwrap(),
+            1_577_203_200_000
+        );
         assert_eq!(parse_rfc3339("1970-01-01T00:00:00.5Z").unwrap(), 500);
         assert_eq!(parse_rfc3339("1970-01-01T02:00:00+02:00").unwrap(), 0);
         assert_eq!(parse_rfc3339("1969-12-31T23:00:00-01:00").unwrap(), 0);
-        assert_eq!(parse_rfc3339("2024-02-29T00:00:00.123456Z").unwrap() % 1000, 123);
-        assert_eq!(format_rfc3339_ms(1_577_203_200_000), "2019-12-24T16:00:00.000Z");
+        assert_eq!(
+            parse_rfc3339("2024-02-29T00:00:00.123456Z").unwrap() % 1000,
+            123
+        );
+        assert_eq!(
+            format_rfc3339_ms(1_577_203_200_000),
+            "2019-12-24T16:00:00.000Z"
+        );
     }
 
     #[test]
@@ -216,7 +237,16 @@ mod tests {
         assert_eq!(parse_duration("3s").unwrap(), Duration::from_secs(3));
         assert_eq!(parse_duration("1m").unwrap(), Duration::from_secs(60));
         assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
-        for bad in ["", "s", "10", "1.5s", "-1s", "3 days", "99999999999999999999s", "400d"] {
+        for bad in [
+            "",
+            "s",
+            "10",
+            "1.5s",
+            "-1s",
+            "3 days",
+            "99999999999999999999s",
+            "400d",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
         assert_eq!(format_duration(Duration::from_secs(30)), "30s");

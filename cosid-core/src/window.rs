@@ -119,7 +119,8 @@ impl Window {
             w.slot.store(slot, Ordering::Relaxed);
             w.floor.store(floor, Ordering::Relaxed);
             w.ceiling.store(ceiling, Ordering::Relaxed);
-            w.status.store(WindowStatus::Active as u8, Ordering::Relaxed);
+            w.status
+                .store(WindowStatus::Active as u8, Ordering::Relaxed);
         });
     }
 
@@ -162,7 +163,10 @@ mod tests {
         assert_eq!(w.read().status, WindowStatus::Unbound);
         w.rebind(3, 100, 200);
         let b = w.read();
-        assert_eq!((b.slot, b.floor, b.ceiling, b.status), (3, 100, 200, WindowStatus::Active));
+        assert_eq!(
+            (b.slot, b.floor, b.ceiling, b.status),
+            (3, 100, 200, WindowStatus::Active)
+        );
         w.extend(150);
         assert_eq!(w.read().ceiling, 200, "a ceiling never goes down");
         w.extend(250);
@@ -198,7 +202,11 @@ mod tests {
         let mut i = 0u32;
         while i < 20_000 || reads.load(std::sync::atomic::Ordering::Relaxed) < 100_000 {
             i += 1;
-            w.rebind(i % 1024, (i % 1024) as i64 * 1000, (i % 1024) as i64 * 1000 + 10);
+            w.rebind(
+                i % 1024,
+                (i % 1024) as i64 * 1000,
+                (i % 1024) as i64 * 1000 + 10,
+            );
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         for r in readers {

@@ -1,0 +1,440 @@
+//! The lease protocol over a store's primitives: open a namespace, acquire a slot in the spec's
+//! order of preference, renew, release. Each change is one compare-and-set of one record; a lost
+//! race re-reads and tries again.
+
+use super::record::{NamespaceRecord, Owner, SlotLease, SlotRecord, Versioned};
+use super::rules::{self, Refusal, Terms};
+use crate::error::{Error, ErrorKind, Result};
+use crate::store::SharedStore;
+use std::collections::HashMap;
+
+/// How many lost compare-and-set races one call tolerates before giving up with a store error.
+const MAX_RACES: u32 = 10_000;
+
+/// What a runtime asks for when it acquires.
+#[derive(Debug, Clone)]
+pub struct AcquireRequest {
+    /// Who asks.
+    pub owner: Owner,
+    /// A slot to take if it is free (a StatefulSet ordinal, say).
+    pub preferred_slot: Option<u32>,
+    /// The lowest floor this runtime accepts: the highest ceiling it was ever granted, so a store
+    /// that lost its data can never hand it a window overlapping one it already used.
+    pub floor_at_least: i64,
+}
+
+/// Why a slot was chosen, in the spec's order of preference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    /// The slot this `(key, incarnation)` already holds: an idempotent retry.
+    Own,
+    /// The configured preferred slot.
+    Preferred,
+    /// A free slot whose last owner had the same key.
+    Sticky,
+    /// The lowest free slot (or, after lost races, a random free one).
+    Lowest,
+}
+
+/// A successful acquisition.
+#[derive(Debug, Clone)]
+pub struct Acquisition {
+    /// The lease granted.
+    pub lease: SlotLease,
+    /// Why this slot.
+    pub choice: Choice,
+    /// Slots held by a live lease of the same owner key but another incarnation: never taken
+    /// over, reported as `DuplicateOwnerKey`.
+    pub duplicate_owner_key: Vec<u32>,
+}
+
+/// The outcome of a renewal.
+#[derive(Debug, Clone)]
+pub enum Renewal {
+    /// Renewed: the lease with its new expiry and ceiling.
+    Renewed(SlotLease),
+    /// The lease is gone (taken over, released, or the store lost its data).
+    Lost(Refusal),
+}
+
+/// One namespace of one store, with the terms of this runtime.
+#[derive(Debug, Clone)]
+pub struct LeaseClient {
+    store: SharedStore,
+    namespace: String,
+    limit: u32,
+    terms: Terms,
+}
+
+impl LeaseClient {
+    /// A client for `namespace` with `2^bits` slots.
+    pub fn new(store: SharedStore, namespace: &str, bits: u8, terms: Terms) -> Result<Self> {
+        if namespace.is_empty()
+            || namespace.len() > 128
+            || namespace
+                .chars()
+                .any(|c| c.is_control() || c == '/' || c == '{' || c == '}')
+        {
+            return Err(Error::config(format!(
+                "namespace '{namespace}' must be 1 to 128 characters without '/', braces or control characters"
+            )));
+        }
+        if bits > 20 {
+            return Err(Error::config(format!("bits {bits} is more than 20")));
+        }
+        Ok(LeaseClient {
+            store,
+            namespace: namespace.to_string(),
+            limit: 1 << bits,
+            terms,
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &SharedStore {
+        &self.store
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The terms.
+    pub fn terms(&self) -> Terms {
+        self.terms
+    }
+
+    fn store_error(&self, e: Error) -> Error {
+        if e.kind() == ErrorKind::Store {
+            e
+        } else {
+            Error::new(
+                e.kind(),
+                format!("{} (store {})", e.message(), self.store.describe()),
+            )
+        }
+    }
+
+    /// Creates the namespace record `{limit, tolerance}` or checks that the existing one matches;
+    /// a mismatch is refused with both values named.
+    pub fn open_namespace(&self) -> Result<NamespaceRecord> {
+        for _ in 0..MAX_RACES {
+            let snap = self.store.snapshot(&self.namespace)?;
+            match snap.namespace {
+                Some(Versioned { value, version }) if value.limit == 0 => {
+                    // Created by `cosid migrate` before any runtime: complete it.
+                    let rec = NamespaceRecord {
+                        limit: self.limit,
+                        tolerance_ms: self.terms.tolerance_ms,
+                        ..value
+                    };
+                    if self
+                        .store
+                        .cas_namespace(&self.namespace, Some(version), &rec)?
+                        .is_some()
+                    {
+                        return Ok(rec);
+                    }
+                }
+                Some(Versioned { value, .. }) => {
+                    self.check_matches(&value)?;
+                    return Ok(value);
+                }
+                None => {
+                    let rec = NamespaceRecord {
+                        limit: self.limit,
+                        tolerance_ms: self.terms.tolerance_ms,
+                        not_before_ms: 0,
+                    };
+                    if self
+                        .store
+                        .cas_namespace(&self.namespace, None, &rec)?
+                        .is_some()
+                    {
+                        return Ok(rec);
+                    }
+                }
+            }
+        }
+        Err(self.too_many_races("creating the namespace"))
+    }
+
+    fn check_matches(&self, rec: &NamespaceRecord) -> Result<()> {
+        if rec.limit != self.limit {
+            return Err(Error::new(
+                ErrorKind::NamespaceMismatch,
+                format!(
+                    "namespace '{}' records limit {} (bits {}); this runtime asks for {} (bits {}); \
+                     use the recorded bits or another namespace",
+                    self.namespace,
+                    rec.limit,
+                    rec.limit.trailing_zeros(),
+                    self.limit,
+                    self.limit.trailing_zeros()
+                ),
+            ));
+        }
+        if rec.tolerance_ms != self.terms.tolerance_ms {
+            return Err(Error::new(
+                ErrorKind::NamespaceMismatch,
+                format!(
+                    "namespace '{}' records tolerance {}; this runtime asks for {}; use the \
+                     recorded tolerance or another namespace",
+                    self.namespace,
+                    fmt_ms(rec.tolerance_ms),
+                    fmt_ms(self.terms.tolerance_ms)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn too_many_races(&self, what: &str) -> Error {
+        Error::store(format!(
+            "lost {MAX_RACES} compare-and-set races in a row {what} in namespace '{}' of {}",
+            self.namespace,
+            self.store.describe()
+        ))
+    }
+
+    /// Acquires a slot in the spec's order: own slot, preferred, sticky, lowest free. `Exhausted`
+    /// (with the earliest expiry) when every slot is held by a live lease.
+    pub fn acquire(&self, req: &AcquireRequest) -> Result<Acquisition> {
+        let mut raced = 0u32;
+        loop {
+            let snap = self
+                .store
+                .snapshot(&self.namespace)
+                .map_err(|e| self.store_error(e))?;
+            let ns = match &snap.namespace {
+                Some(v) if v.value.limit != 0 => {
+                    self.check_matches(&v.value)?;
+                    v.value
+                }
+                // The namespace vanished (store restarted empty) or was never completed.
+                _ => {
+                    self.open_namespace()?;
+                    continue;
+                }
+            };
+            let now = snap.slots.store_now;
+            let floor_at_least = req.floor_at_least.max(ns.not_before_ms);
+            let records: HashMap<u32, &Versioned<SlotRecord>> = snap
+                .slots
+                .slots
+                .iter()
+                .filter(|r| r.value.slot < self.limit)
+                .map(|r| (r.value.slot, r))
+                .collect();
+            let record_of = |slot: u32| -> (Option<u64>, SlotRecord) {
+                records
+                    .get(&slot)
+                    .map_or((None, SlotRecord::vacant(slot)), |v| {
+                        (Some(v.version), v.value.clone())
+                    })
+            };
+
+            // 1. Our own slot: an idempotent retry (renew it, so the window is fresh).
+            if let Some(own) = records
+                .values()
+                .find(|r| r.value.owner.as_ref() == Some(&req.owner))
+            {
+                let renewed =
+                    rules::renew(&own.value, &req.owner, own.value.fence, now, self.terms);
+                if let Ok(renewed) = renewed {
+                    if self
+                        .store
+                        .cas_slot(&self.namespace, Some(own.version), &renewed)?
+                        .is_some()
+                    {
+                        return Ok(self.granted(&renewed, now, Choice::Own, &records, req));
+                    }
+                }
+                raced += 1;
+                continue;
+            }
+
+            let free = |slot: u32| rules::is_free(&record_of(slot).1, now);
+            let mut candidates: Vec<(u32, Choice)> = Vec::with_capacity(3);
+            if let Some(p) = req.preferred_slot.filter(|p| *p < self.limit && free(*p)) {
+                candidates.push((p, Choice::Preferred));
+            }
+            let mut sticky: Vec<u32> = records
+                .values()
+                .filter(|r| r.value.last_owner_key.as_deref() == Some(req.owner.key.as_str()))
+                .map(|r| r.value.slot)
+                .filter(|s| free(*s))
+                .collect();
+            sticky.sort_unstable();
+            if let Some(s) = sticky.first() {
+                candidates.push((*s, Choice::Sticky));
+            }
+            if raced == 0 {
+                if let Some(s) = (0..self.limit).find(|s| free(*s)) {
+                    candidates.push((s, Choice::Lowest));
+                }
+            } else {
+                // After a lost race many acquirers are after the same lowest slot: spread out.
+                let free_slots: Vec<u32> = (0..self.limit).filter(|s| free(*s)).collect();
+                if !free_slots.is_empty() {
+                    let pick = free_slots
+                        [(uuid::Uuid::new_v4().as_u128() % free_slots.len() as u128) as usize];
+                    candidates.push((pick, Choice::Lowest));
+                }
+            }
+
+            let Some(&(slot, choice)) = candidates.first() else {
+                return Err(self.exhausted(&records, now));
+            };
+            let (version, current) = record_of(slot);
+            let next = rules::acquire(&current, &req.owner, now, self.terms, floor_at_least);
+            if self
+                .store
+                .cas_slot(&self.namespace, version, &next)?
+                .is_some()
+            {
+                return Ok(self.granted(&next, now, choice, &records, req));
+            }
+            raced += 1;
+            if raced >= MAX_RACES {
+                return Err(self.too_many_races("acquiring a slot"));
+            }
+        }
+    }
+
+    fn granted(
+        &self,
+        rec: &SlotRecord,
+        now: i64,
+        choice: Choice,
+        records: &HashMap<u32, &Versioned<SlotRecord>>,
+        req: &AcquireRequest,
+    ) -> Acquisition {
+        let mut duplicate_owner_key: Vec<u32> = records
+            .values()
+            .filter(|r| {
+                r.value.owner.as_ref().is_some_and(|o| {
+                    o.key == req.owner.key && o.incarnation != req.owner.incarnation
+                }) && !rules::is_free(&r.value, now)
+            })
+            .map(|r| r.value.slot)
+            .collect();
+        duplicate_owner_key.sort_unstable();
+        Acquisition {
+            lease: SlotLease::from_record(&self.namespace, rec, now),
+            choice,
+            duplicate_owner_key,
+        }
+    }
+
+    fn exhausted(&self, records: &HashMap<u32, &Versioned<SlotRecord>>, now: i64) -> Error {
+        let earliest = records
+            .values()
+            .map(|r| r.value.expires_at)
+            .min()
+            .unwrap_or(now);
+        Error::new(
+            ErrorKind::Exhausted,
+            format!(
+                "all {} slots of namespace '{}' are held by live leases; the earliest expires at {} \
+                 (in {}); raise bits or wait",
+                self.limit,
+                self.namespace,
+                crate::time::format_rfc3339_ms(earliest),
+                fmt_ms((earliest - now).max(0))
+            ),
+        )
+    }
+
+    /// Renews `lease`. A store error is returned as `Err` (retry later); a refusal as
+    /// `Renewal::Lost`.
+    pub fn renew(&self, lease: &SlotLease) -> Result<Renewal> {
+        for _ in 0..MAX_RACES {
+            let (now, current) = self.store.read_slot(&self.namespace, lease.slot)?;
+            let Some(current) = current else {
+                return Ok(Renewal::Lost(Refusal::Vanished));
+            };
+            let next =
+                match rules::renew(&current.value, &lease.owner, lease.fence, now, self.terms) {
+                    Ok(next) => next,
+                    Err(refusal) => return Ok(Renewal::Lost(refusal)),
+                };
+            if self
+                .store
+                .cas_slot(&self.namespace, Some(current.version), &next)?
+                .is_some()
+            {
+                return Ok(Renewal::Renewed(SlotLease::from_record(
+                    &self.namespace,
+                    &next,
+                    now,
+                )));
+            }
+        }
+        Err(self.too_many_races("renewing"))
+    }
+
+    /// Releases `lease`, handing `last_issued` (unit start ms of the last issued timestamp) to
+    /// the next holder. `Ok(false)` if the lease was already gone.
+    pub fn release(&self, lease: &SlotLease, last_issued: Option<i64>) -> Result<bool> {
+        for _ in 0..MAX_RACES {
+            let (_, current) = self.store.read_slot(&self.namespace, lease.slot)?;
+            let Some(current) = current else {
+                return Ok(false);
+            };
+            let Ok(next) = rules::release(&current.value, &lease.owner, lease.fence, last_issued)
+            else {
+                return Ok(false);
+            };
+            if self
+                .store
+                .cas_slot(&self.namespace, Some(current.version), &next)?
+                .is_some()
+            {
+                return Ok(true);
+            }
+        }
+        Err(self.too_many_races("releasing"))
+    }
+
+    /// Raises the namespace's `not_before` (the 4.x migration): no later acquisition on any slot
+    /// gets a floor below it. Creates the namespace record if there is none yet.
+    pub fn raise_not_before(
+        store: &SharedStore,
+        namespace: &str,
+        not_before_ms: i64,
+    ) -> Result<NamespaceRecord> {
+        for _ in 0..MAX_RACES {
+            let snap = store.snapshot(namespace)?;
+            let (expected, rec) = match snap.namespace {
+                Some(v) => (Some(v.version), v.value),
+                None => (
+                    None,
+                    NamespaceRecord {
+                        limit: 0,
+                        tolerance_ms: 0,
+                        not_before_ms: 0,
+                    },
+                ),
+            };
+            if rec.not_before_ms >= not_before_ms {
+                return Ok(rec);
+            }
+            let next = NamespaceRecord {
+                not_before_ms,
+                ..rec
+            };
+            if store.cas_namespace(namespace, expected, &next)?.is_some() {
+                return Ok(next);
+            }
+        }
+        Err(Error::store(format!(
+            "lost {MAX_RACES} races raising not-before in '{namespace}'"
+        )))
+    }
+}
+
+fn fmt_ms(ms: i64) -> String {
+    crate::time::format_duration(std::time::Duration::from_millis(ms.max(0) as u64))
+}

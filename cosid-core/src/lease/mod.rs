@@ -1,0 +1,14 @@
+//! The slot lease of `spec/slot-lease.md`: records, the state-change rules, the protocol over a
+//! store, the keeper that renews, and the events it raises.
+
+pub mod client;
+pub mod events;
+pub mod keeper;
+pub mod record;
+pub mod rules;
+
+pub use client::{AcquireRequest, Acquisition, Choice, LeaseClient, Renewal};
+pub use events::{Event, EventListener, Stats};
+pub use keeper::{KeeperConfig, LeaseKeeper};
+pub use record::{NamespaceRecord, Owner, SlotLease, SlotRecord, Snapshot, Versioned};
+pub use rules::{Refusal, Terms};

@@ -1,0 +1,231 @@
+//! The store-side state changes of the spec, written once as plain functions over a slot
+//! record. Every store applies exactly these through its compare-and-set, so every store keeps
+//! the same rule:
+//!
+//! | operation | condition                      | change                                                        |
+//! |-----------|--------------------------------|---------------------------------------------------------------|
+//! | acquire   | free or expired                | `fence+1`; `floor = next_floor`; `expires = now+ttl`; `ceiling = max(expires+tol, floor)`; `next_floor = ceiling` |
+//! | renew     | incarnation and fence match    | `expires = max(expires, now+ttl)`; ceiling and next_floor follow; fence kept |
+//! | release   | incarnation and fence match    | owner cleared; `next_floor = max(floor, min(last_issued, ceiling))`; `fence+1` |
+//!
+//! Invariant kept by all three (the spec's D22): for any two successive holders of a slot,
+//! the later floor is `>=` every ceiling the earlier one was granted, or `>=` its exact last
+//! issued timestamp after a clean release. Floors are also never lowered below `floor_at_least`
+//! (the namespace's `not_before` and the acquirer's own highest granted ceiling).
+
+use super::record::{Owner, SlotRecord};
+
+/// The lease durations, in ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Terms {
+    /// How long a lease lasts after its last renewal.
+    pub ttl_ms: i64,
+    /// How far past expiry the holder may still issue.
+    pub tolerance_ms: i64,
+}
+
+/// Why a renewal or release was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The slot is held by someone else now (or by us under another fence).
+    NotHolder {
+        /// The current owner, if any.
+        owner: Option<Owner>,
+        /// The current fence.
+        fence: u64,
+    },
+    /// The store has no record of the slot: it lost its data (restarted empty).
+    Vanished,
+}
+
+/// Whether a new owner may take the slot at store time `now`.
+pub fn is_free(rec: &SlotRecord, now: i64) -> bool {
+    rec.owner.is_none() || now >= rec.expires_at
+}
+
+/// Whether `owner` holds the slot under `fence` (regardless of expiry: until someone takes it
+/// over, an expired holder may still renew).
+pub fn is_held_by(rec: &SlotRecord, owner: &Owner, fence: u64) -> bool {
+    rec.owner.as_ref() == Some(owner) && rec.fence == fence
+}
+
+/// The record after `owner` acquires the free or expired slot `rec` at store time `now`.
+pub fn acquire(
+    rec: &SlotRecord,
+    owner: &Owner,
+    now: i64,
+    terms: Terms,
+    floor_at_least: i64,
+) -> SlotRecord {
+    debug_assert!(is_free(rec, now));
+    let floor = rec.next_floor.max(floor_at_least);
+    let expires_at = now.saturating_add(terms.ttl_ms);
+    let ceiling = expires_at.saturating_add(terms.tolerance_ms).max(floor);
+    SlotRecord {
+        slot: rec.slot,
+        owner: Some(owner.clone()),
+        last_owner_key: Some(owner.key.clone()),
+        fence: rec.fence + 1,
+        expires_at,
+        floor,
+        ceiling,
+        next_floor: ceiling,
+    }
+}
+
+/// The record after `owner` renews at store time `now`. A replayed renewal succeeds (the fence
+/// is unchanged) and changes nothing a holder relies on: expiry and ceiling never go down.
+pub fn renew(
+    rec: &SlotRecord,
+    owner: &Owner,
+    fence: u64,
+    now: i64,
+    terms: Terms,
+) -> Result<SlotRecord, Refusal> {
+    if !is_held_by(rec, owner, fence) {
+        return Err(Refusal::NotHolder {
+            owner: rec.owner.clone(),
+            fence: rec.fence,
+        });
+    }
+    let expires_at = rec.expires_at.max(now.saturating_add(terms.ttl_ms));
+    let ceiling = rec
+        .ceiling
+        .max(expires_at.saturating_add(terms.tolerance_ms))
+        .max(rec.floor);
+    Ok(SlotRecord {
+        expires_at,
+        ceiling,
+        next_floor: rec.next_floor.max(ceiling),
+        ..rec.clone()
+    })
+}
+
+/// The record after `owner` releases the slot, having issued up to `last_issued` (the unit
+/// start of its last timestamp, `None` if it issued nothing). Hands the exact last issued
+/// timestamp to the next holder.
+pub fn release(
+    rec: &SlotRecord,
+    owner: &Owner,
+    fence: u64,
+    last_issued: Option<i64>,
+) -> Result<SlotRecord, Refusal> {
+    if !is_held_by(rec, owner, fence) {
+        return Err(Refusal::NotHolder {
+            owner: rec.owner.clone(),
+            fence: rec.fence,
+        });
+    }
+    let issued_up_to = last_issued.unwrap_or(rec.floor).min(rec.ceiling);
+    Ok(SlotRecord {
+        owner: None,
+        fence: rec.fence + 1,
+        next_floor: rec.floor.max(issued_up_to),
+        ..rec.clone()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TERMS: Terms = Terms {
+        ttl_ms: 30_000,
+        tolerance_ms: 1_000,
+    };
+
+    #[test]
+    fn acquire_renew_release_follow_the_table() {
+        let a = Owner::new("a:1");
+        let r0 = SlotRecord::vacant(3);
+        let r1 = acquire(&r0, &a, 1_000, TERMS, 0);
+        assert_eq!(
+            (r1.fence, r1.floor, r1.expires_at, r1.ceiling),
+            (1, 0, 31_000, 32_000)
+        );
+        assert_eq!(r1.next_floor, 32_000);
+        let r2 = renew(&r1, &a, 1, 11_000, TERMS).unwrap();
+        assert_eq!(
+            (r2.fence, r2.expires_at, r2.ceiling, r2.next_floor),
+            (1, 41_000, 42_000, 42_000)
+        );
+        // A replayed (older) renewal never lowers anything.
+        assert_eq!(renew(&r2, &a, 1, 11_000, TERMS).unwrap(), r2);
+        let r3 = release(&r2, &a, 1, Some(12_345)).unwrap();
+        assert_eq!(
+            (r3.owner.clone(), r3.fence, r3.next_floor),
+            (None, 2, 12_345)
+        );
+        assert_eq!(r3.last_owner_key.as_deref(), Some("a:1"));
+        let b = Owner::new("b:1");
+        let r4 = acquire(&r3, &b, 13_000, TERMS, 0);
+        assert_eq!((r4.floor, r4.fence), (12_345, 3));
+    }
+
+    #[test]
+    fn release_clamps_last_issued_into_the_window() {
+        let a = Owner::new("a");
+        let r = acquire(
+            &SlotRecord {
+                next_floor: 500,
+                ..SlotRecord::vacant(0)
+            },
+            &a,
+            1_000,
+            TERMS,
+            0,
+        );
+        assert_eq!(release(&r, &a, r.fence, None).unwrap().next_floor, 500);
+        assert_eq!(release(&r, &a, r.fence, Some(100)).unwrap().next_floor, 500);
+        assert_eq!(
+            release(&r, &a, r.fence, Some(99_999_999))
+                .unwrap()
+                .next_floor,
+            r.ceiling
+        );
+    }
+
+    #[test]
+    fn stale_fence_or_other_incarnation_is_refused() {
+        let a = Owner::new("a");
+        let r = acquire(&SlotRecord::vacant(0), &a, 0, TERMS, 0);
+        let twin = Owner {
+            key: "a".into(),
+            incarnation: uuid::Uuid::new_v4(),
+        };
+        assert!(matches!(
+            renew(&r, &twin, r.fence, 1, TERMS),
+            Err(Refusal::NotHolder { .. })
+        ));
+        assert!(renew(&r, &a, r.fence + 1, 1, TERMS).is_err());
+        assert!(release(&r, &a, r.fence - 1, None).is_err());
+    }
+
+    #[test]
+    fn floor_never_below_the_requested_minimum_and_ceiling_never_below_floor() {
+        let a = Owner::new("a");
+        // The store's clock is far behind the floor: the window is empty until renewals pass it.
+        let r = acquire(
+            &SlotRecord {
+                next_floor: 1_000_000,
+                ..SlotRecord::vacant(0)
+            },
+            &a,
+            0,
+            TERMS,
+            0,
+        );
+        assert_eq!((r.floor, r.ceiling), (1_000_000, 1_000_000));
+        let r = acquire(&SlotRecord::vacant(0), &a, 0, TERMS, 77_777);
+        assert_eq!(r.floor, 77_777);
+    }
+
+    #[test]
+    fn free_means_released_or_expired() {
+        let a = Owner::new("a");
+        let r = acquire(&SlotRecord::vacant(0), &a, 0, TERMS, 0);
+        assert!(!is_free(&r, 29_999));
+        assert!(is_free(&r, 30_000));
+        assert!(is_free(&release(&r, &a, r.fence, None).unwrap(), 0));
+    }
+}

@@ -1,0 +1,154 @@
+//! `memory:` — a store inside one process. Runtimes of one process that name the same memory
+//! store share it (and so get distinct slots); nothing survives the process. The store clock is
+//! the host clock (or the clock a test passes).
+
+use super::{NamespaceSnapshot, SharedStore, SlotStore};
+use crate::clock::{SharedClock, SystemClock};
+use crate::error::Result;
+use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+#[derive(Debug, Default)]
+struct Namespace {
+    record: Option<Versioned<NamespaceRecord>>,
+    slots: BTreeMap<u32, Versioned<SlotRecord>>,
+}
+
+/// The in-process store. Thread-safe; each primitive holds one mutex for its whole step.
+#[derive(Debug)]
+pub struct MemoryStore {
+    name: String,
+    clock: SharedClock,
+    state: Mutex<(u64, HashMap<String, Namespace>)>,
+}
+
+fn registry() -> &'static Mutex<HashMap<String, Weak<MemoryStore>>> {
+    static REGISTRY: OnceLock<Mutex<HashMap<String, Weak<MemoryStore>>>> = OnceLock::new();
+    REGISTRY.get_or_init(Default::default)
+}
+
+impl MemoryStore {
+    /// A private store, not shared by name.
+    pub fn new(clock: SharedClock) -> Arc<MemoryStore> {
+        Arc::new(MemoryStore {
+            name: "(private)".into(),
+            clock,
+            state: Mutex::default(),
+        })
+    }
+
+    /// The process-wide store called `name`, created on first use, kept while anyone holds it.
+    pub fn named(name: &str) -> SharedStore {
+        Self::named_with_clock(name, Arc::new(SystemClock))
+    }
+
+    /// Like [`MemoryStore::named`]; `clock` is used only if the store is created by this call.
+    pub fn named_with_clock(name: &str, clock: SharedClock) -> SharedStore {
+        let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(existing) = reg.get(name).and_then(Weak::upgrade) {
+            return existing;
+        }
+        let store = Arc::new(MemoryStore {
+            name: name.to_string(),
+            clock,
+            state: Mutex::default(),
+        });
+        reg.insert(name.to_string(), Arc::downgrade(&store));
+        store
+    }
+
+    /// Forgets every namespace: what a store restarted empty looks like (for tests).
+    pub fn wipe(&self) {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .1
+            .clear();
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut u64, &mut HashMap<String, Namespace>) -> T) -> T {
+        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (versions, map) = &mut *guard;
+        f(versions, map)
+    }
+}
+
+impl SlotStore for MemoryStore {
+    fn describe(&self) -> String {
+        format!("memory:{}", self.name)
+    }
+
+    fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
+        let store_now = self.clock.now_ms();
+        Ok(self.with(|_, map| {
+            let ns = map.get(namespace);
+            NamespaceSnapshot {
+                namespace: ns.and_then(|n| n.record.clone()),
+                slots: Snapshot {
+                    store_now,
+                    slots: ns
+                        .map(|n| n.slots.values().cloned().collect())
+                        .unwrap_or_default(),
+                },
+            }
+        }))
+    }
+
+    fn cas_namespace(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &NamespaceRecord,
+    ) -> Result<Option<u64>> {
+        Ok(self.with(|versions, map| {
+            let ns = map.entry(namespace.to_string()).or_default();
+            if ns.record.as_ref().map(|r| r.version) != expected {
+                return None;
+            }
+            *versions += 1;
+            ns.record = Some(Versioned {
+                value: *record,
+                version: *versions,
+            });
+            Some(*versions)
+        }))
+    }
+
+    fn read_slot(
+        &self,
+        namespace: &str,
+        slot: u32,
+    ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+        let now = self.clock.now_ms();
+        Ok(self.with(|_, map| {
+            (
+                now,
+                map.get(namespace).and_then(|n| n.slots.get(&slot)).cloned(),
+            )
+        }))
+    }
+
+    fn cas_slot(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &SlotRecord,
+    ) -> Result<Option<u64>> {
+        Ok(self.with(|versions, map| {
+            let ns = map.entry(namespace.to_string()).or_default();
+            if ns.slots.get(&record.slot).map(|r| r.version) != expected {
+                return None;
+            }
+            *versions += 1;
+            ns.slots.insert(
+                record.slot,
+                Versioned {
+                    value: record.clone(),
+                    version: *versions,
+                },
+            );
+            Some(*versions)
+        }))
+    }
+}

@@ -1,0 +1,99 @@
+//! Slot stores: where leases live.
+//!
+//! A store implements five primitives: read the namespace record, compare-and-set it, read every
+//! slot record (with the store's clock), read one slot record (with the store's clock), and
+//! compare-and-set one slot record. The lease protocol (`lease::client`) is written once on top
+//! of them, and the state changes themselves once in `lease::rules`, so every store keeps the
+//! same rule: **one atomic compare-and-set per change**.
+//!
+//! What a store must guarantee for uniqueness to hold: a compare-and-set that reported success is
+//! durable and visible to every later read (linearizable), and a version never repeats for one
+//! key. `docs/stores.md` says how each engine is set up to keep that.
+//!
+//! Store clients (rusqlite, redis, tokio-postgres, etcd-client types) never appear in this
+//! trait or anywhere in the public API.
+
+use crate::error::{Error, Result};
+use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
+use std::fmt;
+use std::sync::Arc;
+
+pub mod memory;
+mod url;
+
+pub use url::StoreUrl;
+
+/// A namespace snapshot: its record (if any) and every slot record, read at one moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceSnapshot {
+    /// The namespace record with its version, `None` if the namespace was never created.
+    pub namespace: Option<Versioned<NamespaceRecord>>,
+    /// The slot records and the store clock.
+    pub slots: Snapshot,
+}
+
+/// The primitives every store provides. Implementations are thread-safe and blocking (network
+/// stores run their own small async runtime inside).
+pub trait SlotStore: Send + Sync + fmt::Debug {
+    /// The store as a URL with any password removed, for messages and logs.
+    fn describe(&self) -> String;
+
+    /// The namespace record and every slot record, with the store's clock, read at one moment.
+    fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot>;
+
+    /// Writes the namespace record if its version is still `expected` (`None`: no record yet).
+    /// Returns the new version, or `None` when the version had changed and nothing was written.
+    fn cas_namespace(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &NamespaceRecord,
+    ) -> Result<Option<u64>>;
+
+    /// One slot record (`None` if the slot has none) and the store's clock.
+    fn read_slot(&self, namespace: &str, slot: u32)
+        -> Result<(i64, Option<Versioned<SlotRecord>>)>;
+
+    /// Writes `record` (for slot `record.slot`) if the slot's version is still `expected`
+    /// (`None`: no record yet). Returns the new version, or `None` when the version had changed
+    /// and nothing was written. This is the one atomic step of every lease change.
+    fn cas_slot(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &SlotRecord,
+    ) -> Result<Option<u64>>;
+}
+
+/// A shared store.
+pub type SharedStore = Arc<dyn SlotStore>;
+
+/// Opens the store a URL names: `memory:`, `memory:NAME`, `sqlite://PATH`, and, when built with
+/// their features, `redis://`, `rediss://`, `postgres://`, `postgresql://`, `etcd://`.
+pub fn open(url: &str) -> Result<SharedStore> {
+    let parsed = StoreUrl::parse(url)?;
+    open_parsed(&parsed)
+}
+
+/// A store opened with a host clock of the caller's choice (memory and SQLite use the host
+/// clock as the store clock; tests and simulations pass a manual one).
+pub fn open_with_clock(url: &str, clock: crate::clock::SharedClock) -> Result<SharedStore> {
+    let parsed = StoreUrl::parse(url)?;
+    match &parsed {
+        StoreUrl::Memory { name } => Ok(memory::MemoryStore::named_with_clock(name, clock)),
+        _ => open_parsed(&parsed),
+    }
+}
+
+fn open_parsed(url: &StoreUrl) -> Result<SharedStore> {
+    match url {
+        StoreUrl::Memory { name } => Ok(memory::MemoryStore::named(name)),
+        other => Err(Error::config(format!(
+            "store '{}' needs the '{}' feature, which this build of cosid does not have; rebuild \
+             with `--features {}`",
+            other.redacted(),
+            other.feature(),
+            other.feature()
+        ))),
+    }
+}
