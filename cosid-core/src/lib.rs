@@ -9,18 +9,25 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod config;
+pub mod convert;
 pub mod error;
 pub mod fork;
 pub mod generator;
 pub mod layout;
 pub mod lease;
+pub mod runtime;
+pub mod static_slot;
 pub mod store;
 mod sync;
 pub mod time;
 pub mod window;
 
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
+pub use config::Config;
 pub use error::{Error, ErrorKind, Result};
 pub use generator::{Generator, Reservation, TryNext, WaitReason};
 pub use layout::{IdParts, Layout, TimeUnit};
+pub use lease::{Event, Stats};
+pub use runtime::{Runtime, RuntimeBuilder};
 pub use window::{Binding, Window, WindowStatus};

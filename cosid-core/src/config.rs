@@ -1,0 +1,696 @@
+//! The runtime's configuration: the YAML (or JSON) schema of DESIGN.md §3, parsed with every
+//! error naming the key, the value and the fix.
+//!
+//! ```yaml
+//! cosid:
+//!   namespace: orders
+//!   max-wait: 3s               # longest a call to next() waits
+//!   snowflake: { epoch: 2019-12-24T16:00:00Z, timestamp-unit: ms, timestamp-bits: 41, node-bits: 10, sequence-bits: 12 }
+//!   machine:
+//!     lease: { store: sqlite:///var/lib/cosid/slots.db, ttl: 30s, tolerance: 1s, bits: 10,
+//!              owner-key: "${HOSTNAME}:8080", preferred-slot: "${POD_ORDINAL:-}", acquire-timeout: 30s }
+//!     # or
+//!     static: { slot: "${POD_ORDINAL}", state-file: /var/lib/cosid/state, ahead: 10s, not-before: 2026-12-01T00:00:00Z }
+//! ```
+//!
+//! `${VAR}` and `${VAR:-default}` expand from the environment inside string values (after YAML
+//! parsing, so an expansion can never change the document's structure). Unknown keys are refused.
+
+use crate::error::{Error, Result};
+use crate::layout::{Layout, TimeUnit, COSID_EPOCH_MS};
+use serde_yaml_ng::{Mapping, Value};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A complete, validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The namespace whose slots this runtime leases.
+    pub namespace: String,
+    /// The id layout.
+    pub layout: Layout,
+    /// The longest one call to `next()` waits before it returns an error.
+    pub max_wait: Duration,
+    /// Where the slot comes from.
+    pub machine: Machine,
+}
+
+/// Where a runtime's slot comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Machine {
+    /// Leased from a store (the default).
+    Lease(LeaseConfig),
+    /// Fixed by the deployment, with a local state file.
+    Static(StaticConfig),
+}
+
+/// `cosid.machine.lease`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseConfig {
+    /// Store URL.
+    pub store: String,
+    /// Lease duration.
+    pub ttl: Duration,
+    /// How far past expiry a holder may still issue (recorded per namespace).
+    pub tolerance: Duration,
+    /// `2^bits` slots; at most the layout's node bits.
+    pub bits: u8,
+    /// The owner key (default `host:pid`).
+    pub owner_key: Option<String>,
+    /// A slot to prefer if free.
+    pub preferred_slot: Option<u32>,
+    /// How long start-up retries an exhausted namespace or unreachable store.
+    pub acquire_timeout: Duration,
+}
+
+/// `cosid.machine.static`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StaticConfig {
+    /// The slot.
+    pub slot: u32,
+    /// The state file that keeps the ceiling across restarts.
+    pub state_file: Option<PathBuf>,
+    /// How far ahead of now each written ceiling is.
+    pub ahead: Duration,
+    /// The floor while the state file does not exist yet, ms.
+    pub not_before_ms: Option<i64>,
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        LeaseConfig {
+            store: String::new(),
+            ttl: Duration::from_secs(30),
+            tolerance: Duration::from_secs(1),
+            bits: 10,
+            owner_key: None,
+            preferred_slot: None,
+            acquire_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The default namespace.
+pub const DEFAULT_NAMESPACE: &str = "default";
+/// The default `max-wait`.
+pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(3);
+
+/// The embedded store's default location: `$XDG_STATE_HOME/cosid/slots.db`, else
+/// `~/.local/state/cosid/slots.db`.
+pub fn default_store_path() -> Result<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(x).join("cosid").join("slots.db"));
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(".local/state/cosid/slots.db")),
+        None => Err(Error::config(
+            "neither XDG_STATE_HOME nor HOME is set, so there is no default store path; set one, \
+             or configure cosid.machine.lease.store",
+        )),
+    }
+}
+
+impl Config {
+    /// The configuration used when there is none: the embedded SQLite store at its default path.
+    pub fn embedded_default() -> Result<Config> {
+        Ok(Config {
+            namespace: DEFAULT_NAMESPACE.into(),
+            layout: Layout::MILLIS,
+            max_wait: DEFAULT_MAX_WAIT,
+            machine: Machine::Lease(LeaseConfig {
+                store: format!("sqlite://{}", default_store_path()?.display()),
+                ..LeaseConfig::default()
+            }),
+        })
+    }
+
+    /// Parses a YAML (or JSON) document.
+    pub fn from_yaml(text: &str) -> Result<Config> {
+        let doc: Value = serde_yaml_ng::from_str(text).map_err(|e| {
+            Error::config(format!("the configuration is not valid YAML or JSON: {e}"))
+        })?;
+        Config::from_value(&doc)
+    }
+
+    /// Reads and parses a configuration file.
+    pub fn from_path(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::config(format!(
+                "cannot read configuration file '{}'",
+                path.display()
+            ))
+            .with_source(e)
+        })?;
+        Config::from_yaml(&text)
+            .map_err(|e| Error::config(format!("{} (in '{}')", e.message(), path.display())))
+    }
+
+    /// Interprets an already parsed document (`serde_yaml_ng::Value`), e.g. built from a
+    /// binding's dictionary.
+    pub fn from_value(doc: &Value) -> Result<Config> {
+        let root = as_map(doc, "the document")?;
+        let mut root_keys = Keys::new(root, "");
+        let cosid = root_keys.take("cosid").ok_or_else(|| {
+            Error::config("the configuration has no top-level 'cosid' key; start it with `cosid:`")
+        })?;
+        root_keys.finish()?;
+        let cosid_map = as_map(cosid, "cosid")?;
+        let mut k = Keys::new(cosid_map, "cosid");
+
+        let namespace = match k.take("namespace") {
+            Some(v) => scalar_string(v, "cosid.namespace")?,
+            None => DEFAULT_NAMESPACE.to_string(),
+        };
+        if namespace.is_empty() {
+            return Err(Error::config(
+                "cosid.namespace is empty; give the namespace a name",
+            ));
+        }
+        let max_wait = match k.take("max-wait") {
+            Some(v) => duration(v, "cosid.max-wait")?,
+            None => DEFAULT_MAX_WAIT,
+        };
+        let layout = match k.take("snowflake") {
+            Some(v) => parse_layout(v)?,
+            None => Layout::MILLIS,
+        };
+        let machine = match k.take("machine") {
+            Some(v) => parse_machine(v, &layout)?,
+            None => Machine::Lease(LeaseConfig {
+                store: format!("sqlite://{}", default_store_path()?.display()),
+                ..LeaseConfig::default()
+            }),
+        };
+        k.finish()?;
+        Ok(Config {
+            namespace,
+            layout,
+            max_wait,
+            machine,
+        })
+    }
+}
+
+fn parse_layout(v: &Value) -> Result<Layout> {
+    let mut k = Keys::new(as_map(v, "cosid.snowflake")?, "cosid.snowflake");
+    let preset = match k.take("preset") {
+        Some(v) => Some(scalar_string(v, "cosid.snowflake.preset")?),
+        None => None,
+    };
+    let base = match preset.as_deref() {
+        None | Some("millis") => Layout::MILLIS,
+        Some("seconds") => Layout::SECONDS,
+        Some("safe-js-millis") => Layout::SAFE_JS_MILLIS,
+        Some("safe-js-seconds") => Layout::SAFE_JS_SECONDS,
+        Some(other) => {
+            return Err(Error::config(format!(
+                "cosid.snowflake.preset '{other}' is not a preset; use millis, seconds, safe-js-millis or safe-js-seconds"
+            )))
+        }
+    };
+    let epoch_ms = match k.take("epoch") {
+        Some(v) => crate::time::parse_rfc3339(&scalar_string(v, "cosid.snowflake.epoch")?)
+            .map_err(|e| Error::config(format!("cosid.snowflake.epoch: {}", e.message())))?,
+        None => COSID_EPOCH_MS,
+    };
+    let unit = match k.take("timestamp-unit") {
+        Some(v) => match scalar_string(v, "cosid.snowflake.timestamp-unit")?.as_str() {
+            "ms" => TimeUnit::Millis,
+            "s" => TimeUnit::Seconds,
+            other => {
+                return Err(Error::config(format!(
+                    "cosid.snowflake.timestamp-unit '{other}' is not a unit; use ms or s"
+                )))
+            }
+        },
+        None => base.unit(),
+    };
+    let bits = |k: &mut Keys, key: &str, default: u8| -> Result<u8> {
+        match k.take(key) {
+            Some(v) => {
+                let n = integer(v, &format!("cosid.snowflake.{key}"))?;
+                u8::try_from(n).map_err(|_| {
+                    Error::config(format!(
+                        "cosid.snowflake.{key} {n} is out of range; use 1 to 63"
+                    ))
+                })
+            }
+            None => Ok(default),
+        }
+    };
+    let ts = bits(&mut k, "timestamp-bits", base.timestamp_bits())?;
+    let node = bits(&mut k, "node-bits", base.node_bits())?;
+    let seq = bits(&mut k, "sequence-bits", base.sequence_bits())?;
+    let js_safe = match k.take("js-safe") {
+        Some(v) => boolean(v, "cosid.snowflake.js-safe")?,
+        None => base.is_js_safe(),
+    };
+    k.finish()?;
+    Layout::new(epoch_ms, unit, ts, node, seq, js_safe)
+        .map_err(|e| Error::config(format!("cosid.snowflake: {}", e.message())))
+}
+
+fn parse_machine(v: &Value, layout: &Layout) -> Result<Machine> {
+    let mut k = Keys::new(as_map(v, "cosid.machine")?, "cosid.machine");
+    let lease = k.take("lease");
+    let stat = k.take("static");
+    k.finish()?;
+    match (lease, stat) {
+        (Some(_), Some(_)) => Err(Error::config(
+            "cosid.machine has both 'lease' and 'static'; keep one of them",
+        )),
+        (None, Some(s)) => parse_static(s, layout).map(Machine::Static),
+        (Some(l), None) => parse_lease(l, layout).map(Machine::Lease),
+        (None, None) => Err(Error::config(
+            "cosid.machine has neither 'lease' nor 'static'; add one (or drop 'machine' for the embedded default)",
+        )),
+    }
+}
+
+fn parse_lease(v: &Value, layout: &Layout) -> Result<LeaseConfig> {
+    let p = "cosid.machine.lease";
+    let mut k = Keys::new(as_map(v, p)?, p);
+    let mut c = LeaseConfig::default();
+    c.store = match k.take("store") {
+        Some(v) => {
+            let s = scalar_string(v, "cosid.machine.lease.store")?;
+            crate::store::StoreUrl::parse(&s).map_err(|e| {
+                Error::config(format!("cosid.machine.lease.store: {}", e.message()))
+            })?;
+            s
+        }
+        None => format!("sqlite://{}", default_store_path()?.display()),
+    };
+    if let Some(v) = k.take("ttl") {
+        c.ttl = duration(v, "cosid.machine.lease.ttl")?;
+    }
+    if let Some(v) = k.take("tolerance") {
+        c.tolerance = duration(v, "cosid.machine.lease.tolerance")?;
+    }
+    if let Some(v) = k.take("bits") {
+        let n = integer(v, "cosid.machine.lease.bits")?;
+        if n < 0 || n > layout.node_bits() as i64 {
+            return Err(Error::config(format!(
+                "cosid.machine.lease.bits {n} is larger than the layout's node-bits ({}); use 0 to {}",
+                layout.node_bits(),
+                layout.node_bits()
+            )));
+        }
+        c.bits = n as u8;
+    } else {
+        c.bits = c.bits.min(layout.node_bits());
+    }
+    if let Some(v) = k.take("owner-key") {
+        let key = scalar_string(v, "cosid.machine.lease.owner-key")?;
+        if !key.is_empty() {
+            c.owner_key = Some(key);
+        }
+    }
+    if let Some(v) = k.take("preferred-slot") {
+        c.preferred_slot = optional_integer(v, "cosid.machine.lease.preferred-slot")?
+            .map(|n| slot_in_range(n, 1 << c.bits, "cosid.machine.lease.preferred-slot"))
+            .transpose()?;
+    }
+    if let Some(v) = k.take("acquire-timeout") {
+        c.acquire_timeout = duration(v, "cosid.machine.lease.acquire-timeout")?;
+    } else {
+        c.acquire_timeout = c.ttl;
+    }
+    k.finish()?;
+    if c.ttl < Duration::from_millis(30) {
+        return Err(Error::config(format!(
+            "cosid.machine.lease.ttl {} is too short; use at least 30ms (30s is the default)",
+            crate::time::format_duration(c.ttl)
+        )));
+    }
+    Ok(c)
+}
+
+fn parse_static(v: &Value, layout: &Layout) -> Result<StaticConfig> {
+    let p = "cosid.machine.static";
+    let mut k = Keys::new(as_map(v, p)?, p);
+    let slot = match k.take("slot") {
+        Some(v) => optional_integer(v, "cosid.machine.static.slot")?.ok_or_else(|| {
+            Error::config("cosid.machine.static.slot is empty; set it (e.g. to the pod ordinal)")
+        })?,
+        None => {
+            return Err(Error::config(
+                "cosid.machine.static.slot is missing; static slots need a slot",
+            ))
+        }
+    };
+    let slot = slot_in_range(
+        slot,
+        layout.max_slot() as i64 + 1,
+        "cosid.machine.static.slot",
+    )?;
+    let state_file = match k.take("state-file") {
+        Some(v) => {
+            let s = scalar_string(v, "cosid.machine.static.state-file")?;
+            (!s.is_empty()).then(|| PathBuf::from(s))
+        }
+        None => None,
+    };
+    let ahead = match k.take("ahead") {
+        Some(v) => duration(v, "cosid.machine.static.ahead")?,
+        None => Duration::from_secs(10),
+    };
+    if ahead < Duration::from_millis(10) {
+        return Err(Error::config(
+            "cosid.machine.static.ahead must be at least 10ms (10s is the default)",
+        ));
+    }
+    let not_before_ms = match k.take("not-before") {
+        Some(v) => {
+            let s = scalar_string(v, "cosid.machine.static.not-before")?;
+            if s.is_empty() {
+                None
+            } else {
+                Some(crate::time::parse_rfc3339(&s).map_err(|e| {
+                    Error::config(format!("cosid.machine.static.not-before: {}", e.message()))
+                })?)
+            }
+        }
+        None => None,
+    };
+    k.finish()?;
+    Ok(StaticConfig {
+        slot,
+        state_file,
+        ahead,
+        not_before_ms,
+    })
+}
+
+fn slot_in_range(n: i64, limit: i64, key: &str) -> Result<u32> {
+    if n < 0 || n >= limit {
+        return Err(Error::config(format!(
+            "{key} {n} is out of range; use 0 to {}",
+            limit - 1
+        )));
+    }
+    Ok(n as u32)
+}
+
+/// The keys of one mapping, taken one by one; what is left over is refused as unknown.
+struct Keys<'a> {
+    map: &'a Mapping,
+    path: &'a str,
+    taken: Vec<String>,
+}
+
+impl<'a> Keys<'a> {
+    fn new(map: &'a Mapping, path: &'a str) -> Self {
+        Keys {
+            map,
+            path,
+            taken: Vec::new(),
+        }
+    }
+
+    fn take(&mut self, key: &str) -> Option<&'a Value> {
+        self.taken.push(key.to_string());
+        self.map.get(key)
+    }
+
+    fn finish(self) -> Result<()> {
+        for key in self.map.keys() {
+            let name = match key {
+                Value::String(s) => s.clone(),
+                other => format!("{other:?}"),
+            };
+            if !self.taken.contains(&name) {
+                let full = if self.path.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{}.{name}", self.path)
+                };
+                let hint = self
+                    .taken
+                    .iter()
+                    .filter(|k| edit_distance(k, &name) <= 2)
+                    .map(|k| format!(" (did you mean '{k}'?)"))
+                    .next()
+                    .unwrap_or_else(|| format!("; known keys: {}", self.taken.join(", ")));
+                return Err(Error::config(format!("unknown key '{full}'{hint}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur.push(
+                (prev[j] + usize::from(ca != *cb))
+                    .min(prev[j + 1] + 1)
+                    .min(cur[j] + 1),
+            );
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Sequence(_) => "a list",
+        Value::Mapping(_) => "a mapping",
+        Value::Tagged(_) => "a tagged value",
+    }
+}
+
+fn as_map<'a>(v: &'a Value, key: &str) -> Result<&'a Mapping> {
+    match v {
+        Value::Mapping(m) => Ok(m),
+        other => Err(Error::config(format!(
+            "{key} must be a mapping, not {}",
+            type_name(other)
+        ))),
+    }
+}
+
+/// A scalar as text, with `${VAR}` / `${VAR:-default}` expanded.
+fn scalar_string(v: &Value, key: &str) -> Result<String> {
+    let raw = match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Null => String::new(),
+        other => {
+            return Err(Error::config(format!(
+                "{key} must be a single value, not {}",
+                type_name(other)
+            )))
+        }
+    };
+    expand_env(&raw, key)
+}
+
+/// Expands `${VAR}` and `${VAR:-default}` from the environment. An unset `${VAR}` without a
+/// default is an error naming the variable and the key.
+pub fn expand_env(text: &str, key: &str) -> Result<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after.find('}').ok_or_else(|| {
+            Error::config(format!(
+                "{key}: '{text}' has an unclosed '${{'; write ${{VAR}} or ${{VAR:-default}}"
+            ))
+        })?;
+        let inner = &after[..end];
+        let (name, default) = match inner.split_once(":-") {
+            Some((n, d)) => (n, Some(d)),
+            None => (inner, None),
+        };
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(Error::config(format!(
+                "{key}: '${{{inner}}}' is not a valid variable reference"
+            )));
+        }
+        match (std::env::var(name).ok().filter(|v| !v.is_empty() || default.is_none()), default) {
+            (Some(v), _) => out.push_str(&v),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => {
+                return Err(Error::config(format!(
+                    "{key}: environment variable {name} is not set; set it or write ${{{name}:-default}}"
+                )))
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn duration(v: &Value, key: &str) -> Result<Duration> {
+    let s = scalar_string(v, key)?;
+    crate::time::parse_duration(&s).map_err(|e| Error::config(format!("{key}: {}", e.message())))
+}
+
+fn integer(v: &Value, key: &str) -> Result<i64> {
+    optional_integer(v, key)?
+        .ok_or_else(|| Error::config(format!("{key} is empty; give a whole number")))
+}
+
+fn optional_integer(v: &Value, key: &str) -> Result<Option<i64>> {
+    if let Value::Number(n) = v {
+        return n
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| Error::config(format!("{key} {n} is not a whole number")));
+    }
+    let s = scalar_string(v, key)?;
+    if s.trim().is_empty() {
+        return Ok(None);
+    }
+    s.trim()
+        .parse::<i64>()
+        .map(Some)
+        .map_err(|_| Error::config(format!("{key} '{s}' is not a whole number")))
+}
+
+fn boolean(v: &Value, key: &str) -> Result<bool> {
+    match v {
+        Value::Bool(b) => Ok(*b),
+        _ => match scalar_string(v, key)?.as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            other => Err(Error::config(format!(
+                "{key} '{other}' is not true or false"
+            ))),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    fn err(yaml: &str) -> String {
+        let e = Config::from_yaml(yaml).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Config, "{e}");
+        e.to_string()
+    }
+
+    #[test]
+    fn the_design_example_parses() {
+        std::env::set_var("COSID_TEST_HOST_A", "web-1");
+        let c = Config::from_yaml(
+            "cosid:\n  namespace: orders\n  snowflake:\n    epoch: 2019-12-24T16:00:00Z\n    timestamp-unit: ms\n    timestamp-bits: 41\n    node-bits: 10\n    sequence-bits: 12\n  machine:\n    lease:\n      store: sqlite:///tmp/x.db\n      ttl: 30s\n      tolerance: 1s\n      bits: 10\n      owner-key: ${COSID_TEST_HOST_A}:8080\n      preferred-slot: ${COSID_TEST_UNSET_ORDINAL:-}\n      acquire-timeout: 30s\n",
+        )
+        .unwrap();
+        assert_eq!(c.namespace, "orders");
+        assert_eq!(c.layout, Layout::MILLIS);
+        let Machine::Lease(l) = c.machine else {
+            panic!()
+        };
+        assert_eq!(l.owner_key.as_deref(), Some("web-1:8080"));
+        assert_eq!(l.preferred_slot, None);
+        assert_eq!((l.ttl, l.bits), (Duration::from_secs(30), 10));
+    }
+
+    #[test]
+    fn json_and_static_parse() {
+        let c = Config::from_yaml(
+            r#"{"cosid": {"machine": {"static": {"slot": 3, "state-file": "/tmp/s", "ahead": "5s", "not-before": "2026-12-01T00:00:00Z"}}}}"#,
+        )
+        .unwrap();
+        let Machine::Static(s) = c.machine else {
+            panic!()
+        };
+        assert_eq!((s.slot, s.ahead), (3, Duration::from_secs(5)));
+        assert_eq!(
+            s.not_before_ms,
+            Some(crate::time::parse_rfc3339("2026-12-01T00:00:00Z").unwrap())
+        );
+    }
+
+    #[test]
+    fn every_bad_value_names_its_key() {
+        let cases = [
+            ("cosid: {namespace: [1]}", "cosid.namespace"),
+            ("cosid: {max-wait: 3}", "cosid.max-wait"),
+            ("cosid: {tll: 3s}", "unknown key 'cosid.tll'"),
+            ("cosid: {machine: {lease: {tll: 3s}}}", "did you mean 'ttl'"),
+            (
+                "cosid: {machine: {lease: {ttl: fast}}}",
+                "cosid.machine.lease.ttl",
+            ),
+            (
+                "cosid: {machine: {lease: {store: 'ftp://x'}}}",
+                "cosid.machine.lease.store",
+            ),
+            (
+                "cosid: {machine: {lease: {store: 'memory:', bits: 11}}}",
+                "larger than the layout's node-bits",
+            ),
+            (
+                "cosid: {machine: {lease: {store: 'memory:', preferred-slot: 4096}}}",
+                "preferred-slot 4096",
+            ),
+            (
+                "cosid: {machine: {lease: {store: 'memory:', owner-key: '${COSID_TEST_NOPE_X}'}}}",
+                "COSID_TEST_NOPE_X is not set",
+            ),
+            (
+                "cosid: {machine: {static: {slot: 1024}}}",
+                "cosid.machine.static.slot 1024",
+            ),
+            (
+                "cosid: {machine: {static: {slot: x}}}",
+                "cosid.machine.static.slot 'x'",
+            ),
+            ("cosid: {machine: {static: {}}}", "slot is missing"),
+            (
+                "cosid: {machine: {static: {slot: 1, not-before: yesterday}}}",
+                "not-before",
+            ),
+            ("cosid: {machine: {static: {slot: 1}, lease: {}}}", "both"),
+            (
+                "cosid: {snowflake: {sequence-bits: 0}}",
+                "zero sequence bits",
+            ),
+            (
+                "cosid: {snowflake: {timestamp-unit: h}}",
+                "timestamp-unit 'h'",
+            ),
+            ("cosid: {snowflake: {node-bits: 300}}", "node-bits 300"),
+            (
+                "cosid: {snowflake: {epoch: 2999-01-01T00:00:00Z}}",
+                "in the future",
+            ),
+            ("cosid: {snowflake: {preset: fast}}", "preset 'fast'"),
+            ("cosid: 3", "cosid must be a mapping"),
+            ("other: {}", "top-level 'cosid'"),
+            ("cosid: {namespace: ''}", "empty"),
+            ("cosid: [", "not valid YAML"),
+        ];
+        for (yaml, needle) in cases {
+            let e = err(yaml);
+            assert!(e.contains(needle), "{yaml}: {e}");
+        }
+    }
+
+    #[test]
+    fn env_expansion() {
+        std::env::set_var("COSID_TEST_EXP", "v");
+        assert_eq!(
+            expand_env("a${COSID_TEST_EXP}b${COSID_TEST_NONE_Y:-d}c", "k").unwrap(),
+            "avbdc"
+        );
+        assert!(expand_env("${", "k").is_err());
+        assert!(expand_env("${A B}", "k").is_err());
+    }
+}
