@@ -1,1 +1,398 @@
-fn main() {}
+//! `cosid`: issue ids, decode them, inspect and migrate a namespace.
+//!
+//! Errors go to stderr as one line (`cosid: error: …`) with a non-zero exit status.
+
+mod follow;
+
+use clap::{Args, Parser, Subcommand};
+use cosid_core::config::{Config, Machine};
+use cosid_core::convert::{self, IdFormat};
+use cosid_core::lease::LeaseClient;
+use cosid_core::{Error, ErrorKind, Layout, Runtime};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(name = "cosid", version, about = "Distributed Snowflake ids, unique whatever the clocks do")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print ids, one a line, then release the slot.
+    Next(NextArgs),
+    /// Decode ids: one JSON object a line (id, timestamp_ms, time, slot, sequence).
+    Parse(ParseArgs),
+    /// Show a namespace's slots: holder, fence, floor, ceiling, expiry.
+    Slots(SlotsArgs),
+    /// Raise a namespace's (or a static state file's) floor to a 4.x cut-over time.
+    Migrate(MigrateArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct RuntimeArgs {
+    /// Configuration file (YAML or JSON). Without it: the embedded SQLite store.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Store URL (memory:, sqlite://PATH, redis://…, postgres://…, etcd://…).
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+    /// Namespace.
+    #[arg(long, value_name = "NS")]
+    namespace: Option<String>,
+    /// Owner key (default host:pid).
+    #[arg(long, value_name = "KEY")]
+    owner_key: Option<String>,
+    /// Lease duration, e.g. 30s.
+    #[arg(long, value_name = "DUR")]
+    ttl: Option<String>,
+    /// Tolerance, e.g. 1s (recorded per namespace).
+    #[arg(long, value_name = "DUR")]
+    tolerance: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct NextArgs {
+    /// How many ids.
+    #[arg(short = 'n', long = "count", default_value_t = 1, value_name = "COUNT")]
+    count: u64,
+    /// Print ids until SIGTERM or SIGINT, then shut down in order and exit 0.
+    #[arg(long)]
+    follow: bool,
+    /// With --follow: at most this many ids per second.
+    #[arg(long, value_name = "PER_SECOND", requires = "follow")]
+    rate: Option<f64>,
+    /// Output format: dec, hex, base62 or json.
+    #[arg(long, default_value = "dec", value_name = "FORMAT")]
+    format: String,
+    #[command(flatten)]
+    runtime: RuntimeArgs,
+}
+
+#[derive(Args, Debug)]
+struct ParseArgs {
+    /// Ids to decode.
+    #[arg(required = true, value_name = "ID")]
+    ids: Vec<String>,
+    /// Input format: dec (default; 0x… is read as hex), hex, base62 or friendly.
+    #[arg(long, value_name = "FORMAT")]
+    format: Option<String>,
+    /// Configuration whose layout the ids use (default: the millisecond layout).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct SlotsArgs {
+    /// Store URL.
+    #[arg(long, value_name = "URL")]
+    store: String,
+    /// Namespace.
+    #[arg(long, value_name = "NS", default_value = cosid_core::config::DEFAULT_NAMESPACE)]
+    namespace: String,
+    /// Print JSON lines instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct MigrateArgs {
+    /// Store URL (with --namespace).
+    #[arg(long, value_name = "URL", conflicts_with = "state_file", required_unless_present = "state_file")]
+    store: Option<String>,
+    /// Namespace.
+    #[arg(long, value_name = "NS", default_value = cosid_core::config::DEFAULT_NAMESPACE)]
+    namespace: String,
+    /// Static slot state file.
+    #[arg(long, value_name = "PATH")]
+    state_file: Option<PathBuf>,
+    /// No id on any slot will carry a time at or before this (RFC 3339).
+    #[arg(long, value_name = "TIME")]
+    not_before: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Next(a) => cmd_next(a),
+        Command::Parse(a) => cmd_parse(a),
+        Command::Slots(a) => cmd_slots(a),
+        Command::Migrate(a) => cmd_migrate(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cosid: error: {e}");
+            ExitCode::from(exit_code(e.kind()))
+        }
+    }
+}
+
+/// Distinct exit codes per kind of failure, so scripts can tell them apart.
+fn exit_code(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::Config | ErrorKind::InvalidArgument | ErrorKind::NamespaceMismatch => 2,
+        ErrorKind::Store | ErrorKind::Exhausted => 3,
+        _ => 1,
+    }
+}
+
+fn build_config(args: &RuntimeArgs) -> cosid_core::Result<Config> {
+    let mut config = match &args.config {
+        Some(path) => Config::from_path(path)?,
+        None => Config::embedded_default()?,
+    };
+    if let Some(ns) = &args.namespace {
+        if ns.is_empty() {
+            return Err(Error::new(ErrorKind::Config, "--namespace is empty"));
+        }
+        config.namespace = ns.clone();
+    }
+    let lease_flags = args.store.is_some()
+        || args.owner_key.is_some()
+        || args.ttl.is_some()
+        || args.tolerance.is_some();
+    match &mut config.machine {
+        Machine::Static(_) if lease_flags => {
+            return Err(Error::new(
+                ErrorKind::Config,
+                "--store, --owner-key, --ttl and --tolerance apply to leased slots, but the \
+                 configuration uses machine.static",
+            ))
+        }
+        Machine::Static(_) => {}
+        Machine::Lease(lease) => {
+            if let Some(s) = &args.store {
+                cosid_core::store::StoreUrl::parse(s)
+                    .map_err(|e| Error::new(ErrorKind::Config, format!("--store: {}", e.message())))?;
+                lease.store = s.clone();
+            }
+            if let Some(k) = &args.owner_key {
+                lease.owner_key = Some(k.clone());
+            }
+            let dur = |flag: &str, v: &str| {
+                cosid_core::time::parse_duration(v)
+                    .map_err(|e| Error::new(ErrorKind::Config, format!("{flag}: {}", e.message())))
+            };
+            if let Some(t) = &args.ttl {
+                lease.ttl = dur("--ttl", t)?;
+                if args.config.is_none() {
+                    lease.acquire_timeout = lease.ttl;
+                }
+            }
+            if let Some(t) = &args.tolerance {
+                lease.tolerance = dur("--tolerance", t)?;
+            }
+        }
+    }
+    Ok(config)
+}
+
+/// An output format of `cosid next`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum OutFormat {
+    Id(IdFormat),
+    Json,
+}
+
+fn out_format(name: &str) -> cosid_core::Result<OutFormat> {
+    match name {
+        "json" => Ok(OutFormat::Json),
+        "dec" | "hex" | "base62" => IdFormat::from_name(name).map(OutFormat::Id),
+        other => Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("--format '{other}' is not an output format; use dec, hex, base62 or json"),
+        )),
+    }
+}
+
+pub(crate) fn render(layout: &Layout, format: OutFormat, id: u64) -> cosid_core::Result<String> {
+    match format {
+        OutFormat::Id(f) => f.format(layout, id),
+        OutFormat::Json => convert::decode(layout, id).map(|i| i.to_json()),
+    }
+}
+
+fn cmd_next(a: NextArgs) -> cosid_core::Result<()> {
+    let format = out_format(&a.format)?;
+    if let Some(rate) = a.rate {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("--rate {rate} must be a positive number of ids per second"),
+            ));
+        }
+    }
+    let config = build_config(&a.runtime)?;
+    if a.follow {
+        follow::install_signal_handlers();
+    }
+    let rt = Runtime::new(config)?;
+    let result = if a.follow {
+        follow::run(&rt, format, a.rate)
+    } else {
+        print_count(&rt, format, a.count)
+    };
+    // Ordered shutdown, also after an error: generators close, the slot is released.
+    let closed = rt.close();
+    result?;
+    closed
+}
+
+fn print_count(rt: &Runtime, format: OutFormat, count: u64) -> cosid_core::Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut buf = vec![0u64; count.min(4096) as usize];
+    let mut left = count;
+    while left > 0 {
+        let n = left.min(buf.len() as u64) as usize;
+        rt.next_batch(&mut buf[..n])?;
+        for id in &buf[..n] {
+            if writeln!(out, "{}", render(rt.layout(), format, *id)?).is_err() {
+                return Ok(()); // stdout closed (e.g. `| head`): stop quietly.
+            }
+        }
+        left -= n as u64;
+    }
+    let _ = out.flush();
+    Ok(())
+}
+
+fn cmd_parse(a: ParseArgs) -> cosid_core::Result<()> {
+    let layout = match &a.config {
+        Some(p) => Config::from_path(p)?.layout,
+        None => Layout::MILLIS,
+    };
+    let forced = a.format.as_deref().map(IdFormat::from_name).transpose()?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for text in &a.ids {
+        let fmt = forced.unwrap_or(if text.starts_with("0x") || text.starts_with("0X") {
+            IdFormat::Hex
+        } else {
+            IdFormat::Decimal
+        });
+        let id = fmt.parse(&layout, text)?;
+        let _ = writeln!(out, "{}", convert::decode(&layout, id)?.to_json());
+    }
+    Ok(())
+}
+
+fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
+    let store = cosid_core::store::open(&a.store)?;
+    let snap = store.snapshot(&a.namespace)?;
+    let now = snap.slots.store_now;
+    let Some(ns) = snap.namespace.map(|v| v.value) else {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!("namespace '{}' does not exist in {}", a.namespace, store.describe()),
+        ));
+    };
+    let mut slots = snap.slots.slots;
+    slots.sort_by_key(|r| r.value.slot);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let t = cosid_core::time::format_rfc3339_ms;
+    if !a.json {
+        let _ = writeln!(
+            out,
+            "namespace {}  limit {}  tolerance {}ms  not-before {}  store time {}",
+            a.namespace,
+            ns.limit,
+            ns.tolerance_ms,
+            if ns.not_before_ms > 0 { t(ns.not_before_ms) } else { "-".into() },
+            t(now)
+        );
+        let _ = writeln!(
+            out,
+            "{:>5}  {:<8}  {:<32}  {:>6}  {:<24}  {:<24}  {:<24}",
+            "slot", "state", "holder", "fence", "floor", "ceiling", "expires"
+        );
+    }
+    for v in &slots {
+        let r = &v.value;
+        let state = match &r.owner {
+            None => "free",
+            Some(_) if now >= r.expires_at => "expired",
+            Some(_) => "held",
+        };
+        let holder = r.owner.as_ref().map(|o| o.key.clone()).unwrap_or_else(|| "-".into());
+        if a.json {
+            let _ = writeln!(
+                out,
+                "{{\"slot\":{},\"state\":\"{state}\",\"holder\":{},\"incarnation\":{},\"fence\":{},\"floor\":{},\"ceiling\":{},\"expires_at\":{},\"next_floor\":{}}}",
+                r.slot,
+                json_str(r.owner.as_ref().map(|o| o.key.as_str())),
+                json_str(r.owner.as_ref().map(|o| o.incarnation.to_string()).as_deref()),
+                r.fence,
+                r.floor,
+                r.ceiling,
+                r.expires_at,
+                r.next_floor
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "{:>5}  {:<8}  {:<32}  {:>6}  {:<24}  {:<24}  {:<24}",
+                r.slot,
+                state,
+                holder,
+                r.fence,
+                t(r.floor),
+                t(r.ceiling),
+                t(r.expires_at)
+            );
+        }
+    }
+    Ok(())
+}
+
+fn json_str(s: Option<&str>) -> String {
+    match s {
+        None => "null".into(),
+        Some(s) => {
+            let mut out = String::from("\"");
+            for c in s.chars() {
+                match c {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                    c => out.push(c),
+                }
+            }
+            out.push('"');
+            out
+        }
+    }
+}
+
+fn cmd_migrate(a: MigrateArgs) -> cosid_core::Result<()> {
+    let not_before = cosid_core::time::parse_rfc3339(&a.not_before)
+        .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("--not-before: {}", e.message())))?;
+    if let Some(path) = &a.state_file {
+        let current = cosid_core::static_slot::read_state(path)?;
+        let next = current.unwrap_or(i64::MIN).max(not_before);
+        if Some(next) != current {
+            cosid_core::static_slot::write_state(path, next)?;
+        }
+        println!(
+            "state file {}: floor at restart is now {}",
+            path.display(),
+            cosid_core::time::format_rfc3339_ms(next)
+        );
+        return Ok(());
+    }
+    let url = a.store.as_deref().unwrap_or_default();
+    let store = cosid_core::store::open(url)?;
+    let rec = LeaseClient::raise_not_before(&store, &a.namespace, not_before)?;
+    println!(
+        "namespace {} in {}: every slot's next floor is now at least {}",
+        a.namespace,
+        store.describe(),
+        cosid_core::time::format_rfc3339_ms(rec.not_before_ms)
+    );
+    Ok(())
+}
