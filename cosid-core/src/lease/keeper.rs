@@ -74,6 +74,24 @@ pub struct LeaseKeeper {
 }
 
 impl LeaseKeeper {
+    /// A keeper with its own (listener-less) event bus and counters: for simulations and tools
+    /// that drive [`LeaseKeeper::tick`] themselves. See [`LeaseKeeper::start`].
+    pub fn start_standalone(
+        client: LeaseClient,
+        window: Arc<Window>,
+        clock: SharedClock,
+        config: KeeperConfig,
+    ) -> Result<LeaseKeeper> {
+        Self::start(
+            client,
+            window,
+            clock,
+            config,
+            Arc::default(),
+            Arc::default(),
+        )
+    }
+
     /// Opens the namespace and acquires a slot, retrying an exhausted namespace or an unreachable
     /// store for `acquire_timeout`; binds `window` on success.
     pub(crate) fn start(
@@ -269,7 +287,7 @@ impl LeaseKeeper {
 
     /// Releases the slot, handing over `last_issued` (unit start ms of the last issued
     /// timestamp). Call only after every generator is closed. Idempotent.
-    pub(crate) fn release(&self, last_issued: Option<i64>) -> Result<()> {
+    pub fn release(&self, last_issued: Option<i64>) -> Result<()> {
         let mut st = self.lock();
         st.closed = true;
         self.window.set_status(WindowStatus::Closed);
@@ -286,5 +304,310 @@ impl LeaseKeeper {
             });
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The keeper under a manual clock: every wait is virtual, every step deterministic. The store
+    //! is the real memory store; `Outage` wraps it to make it unreachable on demand (a fault
+    //! injector in front of a real store, not a stand-in for one).
+    use super::*;
+    use crate::clock::{Clock, ManualClock};
+    use crate::generator::Generator;
+    use crate::lease::{AcquireRequest, NamespaceRecord, SlotRecord, Terms, Versioned};
+    use crate::store::memory::MemoryStore;
+    use crate::store::{NamespaceSnapshot, SharedStore, SlotStore};
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    const T0: i64 = 1_800_000_000_000;
+    const TTL: Duration = Duration::from_secs(30);
+    const TERMS: Terms = Terms {
+        ttl_ms: 30_000,
+        tolerance_ms: 1_000,
+    };
+
+    #[derive(Debug)]
+    struct Outage {
+        inner: Arc<MemoryStore>,
+        down: AtomicBool,
+    }
+
+    impl Outage {
+        fn check(&self) -> Result<()> {
+            if self.down.load(Ordering::SeqCst) {
+                return Err(Error::store("store unreachable (test outage)"));
+            }
+            Ok(())
+        }
+    }
+
+    impl SlotStore for Outage {
+        fn describe(&self) -> String {
+            "outage:".into()
+        }
+        fn snapshot(&self, ns: &str) -> Result<NamespaceSnapshot> {
+            self.check()?;
+            self.inner.snapshot(ns)
+        }
+        fn cas_namespace(
+            &self,
+            ns: &str,
+            e: Option<u64>,
+            r: &NamespaceRecord,
+        ) -> Result<Option<u64>> {
+            self.check()?;
+            self.inner.cas_namespace(ns, e, r)
+        }
+        fn read_slot(&self, ns: &str, slot: u32) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+            self.check()?;
+            self.inner.read_slot(ns, slot)
+        }
+        fn cas_slot(&self, ns: &str, e: Option<u64>, r: &SlotRecord) -> Result<Option<u64>> {
+            self.check()?;
+            self.inner.cas_slot(ns, e, r)
+        }
+    }
+
+    struct Rig {
+        clock: Arc<ManualClock>,
+        store: Arc<Outage>,
+        window: Arc<Window>,
+        events: Arc<Mutex<Vec<Event>>>,
+        counters: Arc<Counters>,
+    }
+
+    fn rig(store_clock: Option<Arc<ManualClock>>) -> Rig {
+        let clock = ManualClock::shared(T0);
+        let sc: SharedClock = match store_clock {
+            Some(c) => c,
+            None => clock.clone(),
+        };
+        Rig {
+            store: Arc::new(Outage {
+                inner: MemoryStore::new(sc),
+                down: AtomicBool::new(false),
+            }),
+            clock,
+            window: Arc::new(Window::new()),
+            events: Arc::default(),
+            counters: Arc::default(),
+        }
+    }
+
+    impl Rig {
+        fn client(&self, bits: u8) -> LeaseClient {
+            LeaseClient::new(self.store.clone() as SharedStore, "k", bits, TERMS).unwrap()
+        }
+
+        fn start(&self, bits: u8, owner: &str, acquire_timeout: Duration) -> Result<LeaseKeeper> {
+            let bus = Arc::new(EventBus::default());
+            let sink = self.events.clone();
+            bus.subscribe(Arc::new(move |e: &Event| {
+                sink.lock().unwrap().push(e.clone())
+            }));
+            LeaseKeeper::start(
+                self.client(bits),
+                self.window.clone(),
+                self.clock.clone(),
+                KeeperConfig {
+                    ttl: TTL,
+                    acquire_timeout,
+                    preferred_slot: None,
+                    owner: Owner::new(owner),
+                },
+                bus,
+                self.counters.clone(),
+            )
+        }
+
+        fn names(&self) -> Vec<&'static str> {
+            self.events
+                .lock()
+                .unwrap()
+                .iter()
+                .map(Event::name)
+                .collect()
+        }
+    }
+
+    #[test]
+    fn renews_every_third_of_the_ttl_and_extends_the_window() {
+        let r = rig(None);
+        let k = r.start(2, "a", TTL).unwrap();
+        let first = k.lease().unwrap();
+        assert_eq!(k.tick(), TTL / 3, "nothing due right after acquiring");
+        r.clock.advance(TTL / 3 - Duration::from_millis(1));
+        assert_eq!(k.tick(), Duration::from_millis(1));
+        assert_eq!(r.counters.renewals.load(Ordering::Relaxed), 0);
+        r.clock.advance(Duration::from_millis(1));
+        assert_eq!(k.tick(), TTL / 3);
+        assert_eq!(r.counters.renewals.load(Ordering::Relaxed), 1);
+        let renewed = k.lease().unwrap();
+        assert_eq!(renewed.fence, first.fence);
+        assert_eq!(renewed.ceiling, first.ceiling + 10_000);
+        assert_eq!(r.window.read().ceiling, renewed.ceiling);
+    }
+
+    #[test]
+    fn failed_renewals_back_off_from_100ms_to_a_sixth_of_the_ttl_while_ids_flow() {
+        let r = rig(None);
+        let k = r.start(2, "a", TTL).unwrap();
+        let g = Generator::new(
+            "",
+            crate::Layout::MILLIS,
+            r.window.clone(),
+            r.clock.clone(),
+            Duration::from_millis(50),
+        );
+        r.store.down.store(true, Ordering::SeqCst);
+        r.clock.advance(TTL / 3);
+        let mut waits = Vec::new();
+        for _ in 0..8 {
+            let wait = k.tick();
+            waits.push(wait.as_millis());
+            g.next().expect("ids keep flowing up to the ceiling");
+            r.clock.advance(wait);
+        }
+        assert_eq!(waits, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
+        assert_eq!(r.counters.renewal_failures.load(Ordering::Relaxed), 8);
+        assert!(r.names().iter().filter(|n| **n == "renewal_failed").count() == 8);
+        // Past the ceiling the generator waits, then fails with WindowClosed: never past it.
+        r.clock.set(r.window.read().ceiling + 1);
+        assert_eq!(g.next().unwrap_err().kind(), ErrorKind::WindowClosed);
+        // The store is back: the next renewal extends the window and ids flow again.
+        r.store.down.store(false, Ordering::SeqCst);
+        r.clock.advance(Duration::from_secs(5));
+        k.tick();
+        g.next().unwrap();
+    }
+
+    #[test]
+    fn a_lost_lease_invalidates_the_window_then_rebinds_above_every_granted_ceiling() {
+        let r = rig(None);
+        let k = r.start(1, "a", TTL).unwrap();
+        let old = k.lease().unwrap();
+        // The keeper sleeps past the expiry (a long pause); someone else takes the slot.
+        r.clock.advance(TTL + Duration::from_secs(1));
+        let thief = r
+            .client(1)
+            .acquire(&AcquireRequest {
+                owner: Owner::new("b"),
+                preferred_slot: Some(old.slot),
+                floor_at_least: 0,
+            })
+            .unwrap();
+        assert_eq!(thief.lease.slot, old.slot);
+        assert!(thief.lease.floor >= old.ceiling);
+        k.tick();
+        assert!(r.names().contains(&"slot_lost"));
+        let new = k.lease().expect("rebound to the other slot");
+        assert_ne!(new.slot, old.slot);
+        assert!(
+            new.floor >= old.ceiling,
+            "new window starts above the old ceiling"
+        );
+        assert_eq!(r.window.read().slot, new.slot);
+        assert_eq!(r.counters.slots_lost.load(Ordering::Relaxed), 1);
+        assert_eq!(r.counters.acquisitions.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_store_restarted_empty_is_reported_and_never_yields_an_overlapping_window() {
+        let r = rig(None);
+        let k = r.start(2, "a", TTL).unwrap();
+        let old = k.lease().unwrap();
+        r.store.inner.wipe();
+        r.clock.advance(TTL / 3);
+        k.tick();
+        let names = r.names();
+        assert!(
+            names.contains(&"store_reset") && names.contains(&"slot_lost"),
+            "{names:?}"
+        );
+        let new = k.lease().unwrap();
+        assert!(new.floor >= old.ceiling, "{} < {}", new.floor, old.ceiling);
+    }
+
+    #[test]
+    fn start_up_retries_an_exhausted_namespace_for_the_acquire_timeout_then_fails() {
+        let r = rig(None);
+        let _holder = r.start(0, "holder", TTL).unwrap();
+        let t0 = r.clock.monotonic();
+        let e = r.start(0, "late", Duration::from_secs(2)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Exhausted, "{e}");
+        assert!(e.message().contains("acquire-timeout"), "{e}");
+        assert_eq!(r.clock.monotonic() - t0, Duration::from_secs(2));
+        assert!(r.names().contains(&"acquire_failed"));
+    }
+
+    #[test]
+    fn start_up_gets_the_slot_once_the_holder_expires_within_the_timeout() {
+        let r = rig(None);
+        let holder = r.start(0, "holder", TTL).unwrap();
+        let held = holder.lease().unwrap();
+        let late = r.start(0, "late", Duration::from_secs(60)).unwrap();
+        let got = late.lease().unwrap();
+        assert_eq!(got.slot, held.slot);
+        assert!(got.floor >= held.ceiling);
+    }
+
+    #[test]
+    fn an_unreachable_store_at_start_is_retried_then_reported() {
+        let r = rig(None);
+        r.store.down.store(true, Ordering::SeqCst);
+        let e = r.start(2, "a", Duration::from_millis(500)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Store);
+        assert!(e.message().contains("500ms"), "{e}");
+    }
+
+    #[test]
+    fn skew_beyond_half_the_tolerance_raises_an_event() {
+        let store_clock = ManualClock::shared(T0 - 2_000);
+        let r = rig(Some(store_clock.clone()));
+        let k = r.start(2, "a", TTL).unwrap();
+        let skews: Vec<i64> = r
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                Event::ClockSkew { skew_ms } => Some(*skew_ms),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(skews, [2_000]);
+        // Within tolerance/2: no event.
+        store_clock.set(r.clock.now_ms() - 400);
+        r.clock.advance(TTL / 3);
+        store_clock.advance(TTL / 3);
+        k.tick();
+        assert_eq!(r.counters.clock_skew_events.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_duplicate_owner_key_is_never_taken_over_and_is_reported() {
+        let r = rig(None);
+        let a = r.start(2, "same:1", TTL).unwrap();
+        let b = r.start(2, "same:1", TTL).unwrap();
+        assert_ne!(a.lease().unwrap().slot, b.lease().unwrap().slot);
+        assert!(r.names().contains(&"duplicate_owner_key"));
+    }
+
+    #[test]
+    fn release_hands_over_the_last_issued_timestamp_and_stops_the_keeper() {
+        let r = rig(None);
+        let k = r.start(2, "a", TTL).unwrap();
+        let lease = k.lease().unwrap();
+        k.release(Some(T0 + 5)).unwrap();
+        assert_eq!(r.window.read().status, WindowStatus::Closed);
+        let (_, rec) = r.store.read_slot("k", lease.slot).unwrap();
+        assert_eq!(rec.unwrap().value.next_floor, T0 + 5);
+        assert_eq!(r.names().last(), Some(&"slot_released"));
+        // Nothing more happens after release.
+        r.clock.advance(TTL);
+        k.tick();
+        assert_eq!(r.counters.renewals.load(Ordering::Relaxed), 0);
+        k.release(None).unwrap();
     }
 }
