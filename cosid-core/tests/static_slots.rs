@@ -1,0 +1,133 @@
+//! Static slots through the public runtime: the state file keeps uniqueness across restarts,
+//! even when the clock is set back, and a damaged file stops the runtime instead of guessing.
+
+use cosid_core::clock::{Clock, ManualClock};
+use cosid_core::config::{Config, Machine};
+use cosid_core::{ErrorKind, Runtime};
+use std::path::Path;
+use std::time::Duration;
+
+const T0: i64 = 1_800_000_000_000;
+
+fn config(state: &Path, not_before: Option<&str>) -> Config {
+    let nb = not_before.map(|t| format!("      not-before: {t}\n")).unwrap_or_default();
+    Config::from_yaml(&format!(
+        "cosid:\n  max-wait: 1s\n  machine:\n    static:\n      slot: 7\n      state-file: {}\n      ahead: 10s\n{nb}",
+        state.display()
+    ))
+    .unwrap()
+}
+
+fn start(clock: &std::sync::Arc<ManualClock>, cfg: Config) -> cosid_core::Result<Runtime> {
+    Runtime::builder().config(cfg).clock(clock.clone()).build()
+}
+
+fn unit_start(rt: &Runtime, id: u64) -> i64 {
+    rt.layout().unit_start_ms(rt.layout().decompose(id).unwrap().timestamp)
+}
+
+#[test]
+fn the_first_ceiling_is_written_before_the_first_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let clock = ManualClock::shared(T0);
+    let rt = start(&clock, config(&state, None)).unwrap();
+    assert_eq!(cosid_core::static_slot::read_state(&state).unwrap(), Some(T0 + 10_000));
+    let id = rt.next().unwrap();
+    assert_eq!(rt.layout().decompose(id).unwrap().slot, 7);
+    rt.close().unwrap();
+    // A clean close writes the exact last issued timestamp.
+    assert_eq!(cosid_core::static_slot::read_state(&state).unwrap(), Some(unit_start(&rt, id)));
+}
+
+#[test]
+fn a_crash_then_a_clock_set_back_never_repeats_an_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let clock = ManualClock::shared(T0);
+    let rt = start(&clock, config(&state, None)).unwrap();
+    let mut before = Vec::new();
+    for _ in 0..100 {
+        before.push(rt.next().unwrap());
+        clock.advance(Duration::from_millis(3));
+    }
+    // Crash: no close, the file holds the ceiling written at start.
+    std::mem::forget(rt);
+    clock.step_back(Duration::from_secs(3600));
+    let rt2 = start(&clock, config(&state, None)).unwrap();
+    // The floor is the old ceiling, an hour and more ahead of the clock: nothing can be issued.
+    let e = rt2.next().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ClockBehind, "{e}");
+    // Once the clock passes the old ceiling, ids resume above everything issued before.
+    clock.set(T0 + 10_001);
+    let id = rt2.next().unwrap();
+    assert!(before.iter().all(|b| *b < id));
+    rt2.close().unwrap();
+}
+
+#[test]
+fn the_background_writer_moves_the_ceiling_before_it_is_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let clock = ManualClock::shared(T0);
+    let rt = start(&clock, config(&state, None)).unwrap();
+    for _ in 0..30 {
+        clock.advance(Duration::from_secs(1));
+        // The keeper thread polls at least every 200 ms; give it time to write.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while rt.binding().ceiling - clock.now_ms() < 5_000 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        rt.next().unwrap();
+    }
+    let on_disk = cosid_core::static_slot::read_state(&state).unwrap().unwrap();
+    assert!(on_disk >= rt.binding().ceiling, "the window never runs ahead of the file");
+    assert!(rt.stats().renewals > 0);
+    rt.close().unwrap();
+}
+
+#[test]
+fn a_corrupt_or_truncated_file_is_an_error_not_a_floor_of_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let clock = ManualClock::shared(T0);
+    for bad in ["", "cosid-state 1 1800000000000", "garbage\n", "cosid-state 1 1800000000000 0000000000000000\n"] {
+        std::fs::write(&state, bad).unwrap();
+        let e = start(&clock, config(&state, None)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::StateFile, "{bad:?}: {e}");
+        assert!(e.message().contains(&state.display().to_string()), "{e}");
+    }
+    std::fs::write(&state, [0xff, 0xfe, 0x00]).unwrap();
+    assert_eq!(start(&clock, config(&state, None)).unwrap_err().kind(), ErrorKind::StateFile);
+}
+
+#[test]
+fn a_missing_file_starts_at_not_before_or_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::shared(T0);
+    // With not-before in the future: the floor is not-before.
+    let state = dir.path().join("a");
+    let rt = start(&clock, config(&state, Some("2027-01-15T08:00:00Z"))).unwrap();
+    let nb = cosid_core::time::parse_rfc3339("2027-01-15T08:00:00Z").unwrap();
+    assert_eq!(rt.binding().floor, nb);
+    rt.close().unwrap();
+    // Without: the floor is now.
+    let state = dir.path().join("b");
+    let rt = start(&clock, config(&state, None)).unwrap();
+    assert_eq!(rt.binding().floor, T0);
+    rt.close().unwrap();
+    // An existing file wins over an older not-before.
+    let rt = start(&clock, config(&state, Some("2020-01-01T00:00:00Z"))).unwrap();
+    assert!(rt.binding().floor >= T0);
+    rt.close().unwrap();
+}
+
+#[test]
+fn a_slot_outside_the_layout_is_refused() {
+    let e = Config::from_yaml("cosid:\n  snowflake: {preset: safe-js-millis}\n  machine: {static: {slot: 8}}")
+        .unwrap_err();
+    assert!(e.message().contains("cosid.machine.static.slot 8"), "{e}");
+    let ok = Config::from_yaml("cosid:\n  snowflake: {preset: safe-js-millis}\n  machine: {static: {slot: 7}}")
+        .unwrap();
+    assert!(matches!(ok.machine, Machine::Static(_)));
+}
