@@ -31,3 +31,8 @@ pub use layout::{IdParts, Layout, TimeUnit};
 pub use lease::{Event, Stats};
 pub use runtime::{Runtime, RuntimeBuilder};
 pub use window::{Binding, Window, WindowStatus};
+
+/// The README's Rust examples, compiled and run as doctests.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
