@@ -1,0 +1,645 @@
+#!/usr/bin/env python3
+"""cosid chaos harness: real `cosid next --follow` processes, real stores, real faults.
+
+Each scenario starts its own store (redis-server, PostgreSQL, etcd or an SQLite file) on
+127.0.0.1, runs several `cosid next --follow` processes in one namespace with a short ttl (2s)
+and tolerance (500ms) so that faults bite within seconds, applies a fault (clock skew with
+libfaketime, the store's clock jumping, SIGSTOP past the ttl, SIGKILL and restart, duplicate
+owner keys, the store killed or wiped, the network cut or slowed, static slots with the clock
+set back or a corrupt state file), stops every process with SIGTERM, and checks every id
+printed: no duplicate, no (slot, millisecond) issued by two processes, ids increasing per
+process and slot, every id on a slot its process was seen holding, every process issued or
+said why not, every process stopped cleanly on SIGTERM, and no password in any output.
+
+Usage:
+  chaos.py [--cosid PATH] [--stores sqlite,redis,postgres,etcd] [--only NAME,...]
+           [--minutes N] [--jobs N] [--report FILE] [--update-docs docs/reliability.md]
+
+Without --minutes: the short form, every scenario once on every store it applies to.
+With --minutes N: the long form, all scenarios in rotation until N minutes have passed.
+Ends with a line `N passed, N failed` (scenario runs); exits 1 on any failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import secrets
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import servers  # noqa: E402
+from procs import Proc, Verdict, check_ids, decode  # noqa: E402
+from proxy import Proxy  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+STORES = ["sqlite", "redis", "postgres", "etcd"]
+TTL, TOLERANCE = "2s", "500ms"
+TTL_S, TOL_S = 2.0, 0.5
+EXPIRY_S = TTL_S + TOL_S
+SLOT_LIMIT = 1 << 10  # bits: 10, the default
+PRINT_LOCK = threading.Lock()
+
+
+def say(msg: str) -> None:
+    with PRINT_LOCK:
+        print(msg, flush=True)
+
+
+class ScenarioFailure(Exception):
+    pass
+
+
+@dataclass
+class Row:
+    scenario: str
+    store: str
+    processes: str
+    ids: int
+    duplicates: int
+    overlaps: int
+    stopped: str
+    events: str
+    ok: bool
+    failures: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class Run:
+    """State shared by every scenario of one harness run."""
+
+    def __init__(self, args):
+        self.args = args
+        self.cosid = Path(args.cosid).resolve()
+        self.work = Path(tempfile.mkdtemp(prefix="cosid-chaos-", dir=args.workdir))
+        # Passwords: random per run, long enough that a hit in a grep is never chance.
+        self.redis_password = "rp-" + secrets.token_hex(12)
+        self.pg_password = "pp-" + secrets.token_hex(12)
+        self.passwords = [self.redis_password, self.pg_password]
+        self._pg_template = None
+        self._pg_lock = threading.Lock()
+        self._certs = None
+        self._certs_lock = threading.Lock()
+        self.counter = 0
+        self.counter_lock = threading.Lock()
+
+    def pg_template(self):
+        with self._pg_lock:
+            if self._pg_template is None:
+                self._pg_template = servers.PostgresTemplate(self.work, self.pg_password)
+            return self._pg_template
+
+    def certs(self) -> dict:
+        """A CA and a server certificate for 127.0.0.1/localhost, made with openssl."""
+        with self._certs_lock:
+            if self._certs is None:
+                d = self.work / "tls"
+                d.mkdir(exist_ok=True)
+                run = lambda *a: subprocess.run(a, check=True, capture_output=True, cwd=d)  # noqa: E731
+                run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                    "-subj", "/CN=cosid chaos CA", "-keyout", "ca.key", "-out", "ca.pem",
+                    "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+                run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
+                    "-keyout", "server.key", "-out", "server.csr")
+                (d / "ext.cnf").write_text(
+                    "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
+                    "keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n")
+                run("openssl", "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                    "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", "server.pem")
+                self._certs = {"dir": d, "ca": str(d / "ca.pem"), "cert": str(d / "server.pem"),
+                               "key": str(d / "server.key")}
+            return self._certs
+
+    def next_id(self) -> int:
+        with self.counter_lock:
+            self.counter += 1
+            return self.counter
+
+
+class Ctx:
+    """One scenario run on one store."""
+
+    def __init__(self, run: Run, scenario: str, store: str):
+        self.run = run
+        self.scenario = scenario
+        self.store_kind = store
+        n = run.next_id()
+        self.dir = run.work / f"{n:04d}-{scenario}-{store}"
+        self.dir.mkdir(parents=True)
+        self.cosid = run.cosid
+        self.namespace = f"chaos-{scenario}-{n}"
+        self.server: servers.Server | None = None
+        self.proxy: Proxy | None = None
+        self.procs: list[Proc] = []
+        self.t0 = time.monotonic()
+        self.timeline: list[str] = []
+        self.events: list[str] = []
+        self.failures: list[str] = []
+        self.holders: dict[str, set[int]] | None = {}
+        self.windows: list[dict] = []
+        self._poll_stop = threading.Event()
+        self._poller: threading.Thread | None = None
+        self.extra_redactions: list[str] = []
+        self.after_checks: list = []
+        self.cmd_env: dict[str, str] = {}  # for every cosid command of this scenario (TLS: the CA)
+
+    # -- helpers -------------------------------------------------------------------------------
+    def note(self, what: str) -> None:
+        self.timeline.append(f"{time.monotonic() - self.t0:5.1f}s {what}")
+
+    def event(self, what: str) -> None:
+        if what not in self.events:
+            self.events.append(what)
+
+    def fail(self, what: str) -> None:
+        self.failures.append(what)
+
+    def check(self, cond: bool, what: str) -> None:
+        if not cond:
+            self.fail(what)
+
+    def redact(self, text: str) -> str:
+        for pw in self.run.passwords + self.extra_redactions:
+            if pw:
+                text = text.replace(pw, "***")
+        return text
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(max(0.0, seconds))
+
+    # -- the store -----------------------------------------------------------------------------
+    def start_store(self, clock: bool = False, tls: bool = False) -> servers.Server:
+        kind = self.store_kind
+        clock_file = None
+        if clock:
+            clock_file = self.dir / "store-clock"
+            clock_file.write_text("+0\n")
+        certs = self.run.certs() if tls else None
+        if kind == "sqlite":
+            s = servers.Sqlite(self.dir)
+        elif kind == "redis":
+            s = servers.Redis(self.dir, self.run.redis_password, clock_file, tls=certs)
+        elif kind == "postgres":
+            if certs:
+                # PostgreSQL wants its key private and owned by itself.
+                key = self.dir / "pg-server.key"
+                shutil.copy(certs["key"], key)
+                os.chmod(key, 0o600)
+                self.run.pg_template().chown(key)
+                certs = dict(certs, key=str(key))
+            s = servers.Postgres(self.dir, self.run.pg_template(), clock_file=clock_file, tls=certs)
+        elif kind == "etcd":
+            s = servers.Etcd(self.dir, clock_file=clock_file)
+        else:
+            raise ValueError(kind)
+        if certs:
+            # The client trusts the harness's CA (rustls-native-certs reads SSL_CERT_FILE).
+            self.cmd_env["SSL_CERT_FILE"] = certs["ca"]
+        s.start()
+        self.server = s
+        self.note(f"{kind} up on port {s.port}")
+        return s
+
+    def set_store_clock(self, offset_s: int) -> None:
+        assert self.server is not None and self.server.clock_file is not None
+        self.server.clock_file.write_text(f"{offset_s:+d}\n")
+        self.note(f"store clock set to {offset_s:+d}s")
+
+    def with_proxy(self) -> Proxy:
+        assert self.server is not None
+        self.proxy = Proxy(self.server.port)
+        return self.proxy
+
+    def url(self, via_proxy: bool = False) -> str:
+        assert self.server is not None
+        return self.server.url(self.proxy.port if via_proxy and self.proxy else None)
+
+    # -- processes -----------------------------------------------------------------------------
+    def spawn(self, label: str, key: str | None = None, skew: str | None = None, via_proxy: bool = False,
+              rate: int | None = None, url: str | None = None, env: dict | None = None) -> Proc:
+        key = key or f"{self.namespace}-{label}"
+        env = dict(self.cmd_env, **(env or {}))
+        args = ["next", "--follow", "--rate", str(rate or self.run.args.rate), "--format", "dec",
+                "--store", url or self.url(via_proxy), "--namespace", self.namespace,
+                "--owner-key", key, "--ttl", TTL, "--tolerance", TOLERANCE]
+        p = Proc(self, label, args, key, skew=skew, env=env)
+        self.procs.append(p)
+        self.note(f"{label} started" + (f" (clock {skew})" if skew else "") + (" via proxy" if via_proxy else ""))
+        return p
+
+    def spawn_static(self, label: str, config: Path, skew: str | None = None) -> Proc:
+        args = ["next", "--follow", "--rate", str(self.run.args.rate), "--format", "dec", "--config", str(config)]
+        p = Proc(self, label, args, None, skew=skew, env=dict(self.cmd_env))
+        self.procs.append(p)
+        self.note(f"{label} started" + (f" (clock {skew})" if skew else ""))
+        return p
+
+    def spawn_many(self, n: int, gap: float = 0.25, **kw) -> list[Proc]:
+        out = []
+        for i in range(n):
+            out.append(self.spawn(f"p{i}", **kw))
+            self.sleep(gap)
+        return out
+
+    def cosid_cmd(self, args: list[str], timeout: float = 20, env: dict | None = None,
+                  label: str = "cmd") -> subprocess.CompletedProcess:
+        """Runs a one-shot `cosid` command, keeps its output for the password grep."""
+        full_env = dict(os.environ)
+        full_env.update(self.cmd_env)
+        if env:
+            full_env.update(env)
+        try:
+            r = subprocess.run([str(self.cosid)] + args, capture_output=True, text=True, timeout=timeout,
+                               env=full_env, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as e:
+            r = subprocess.CompletedProcess(e.cmd, -999, e.stdout or "", (e.stderr or "") + "\n<timeout>")
+            if isinstance(r.stdout, bytes):
+                r.stdout = r.stdout.decode(errors="replace")
+            if isinstance(r.stderr, bytes):
+                r.stderr = r.stderr.decode(errors="replace")
+        n = len(list(self.dir.glob(f"{label}-*.log")))
+        (self.dir / f"{label}-{n}.log").write_text(
+            f"$ cosid {self.redact(' '.join(args))}\nexit {r.returncode}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}\n")
+        return r
+
+    # -- slot snapshots (`cosid slots --json`) ---------------------------------------------------
+    def slots(self) -> list[dict] | None:
+        if self.server is None or self.store_kind == "static":
+            return None
+        r = self.cosid_cmd(["slots", "--store", self.url(), "--namespace", self.namespace, "--json"],
+                           timeout=10, label="slots")
+        if r.returncode != 0:
+            return None
+        out = []
+        for line in r.stdout.splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                self.fail(f"`cosid slots --json` printed a line that is not JSON: {line[:80]!r}")
+        return out
+
+    def start_polling(self, every: float = 0.3) -> None:
+        def loop():
+            while not self._poll_stop.wait(every):
+                snap = self.slots()
+                if snap is None:
+                    continue
+                for r in snap:
+                    if r.get("holder") is not None:
+                        self.holders.setdefault(r["holder"], set()).add(r["slot"])
+                        self.windows.append(r)
+        self._poller = threading.Thread(target=loop, daemon=True, name="chaos-poller")
+        self._poller.start()
+
+    def stop_polling(self) -> None:
+        self._poll_stop.set()
+        if self._poller:
+            self._poller.join(timeout=30)
+
+    def held_by(self, key: str) -> set[int]:
+        snap = self.slots() or []
+        return {r["slot"] for r in snap if r.get("holder") == key and r.get("state") == "held"}
+
+    # -- teardown ------------------------------------------------------------------------------
+    def stop_all(self) -> None:
+        for p in self.procs:
+            if p.returncode is None:
+                p.terminate()
+        for p in self.procs:
+            p.wait(timeout=15)
+        self.note("all processes stopped")
+
+    def close(self) -> None:
+        for p in self.procs:
+            if p.returncode is None:
+                try:
+                    p.kill()
+                except Exception:
+                    pass
+        if self.proxy:
+            self.proxy.close()
+        if self.server:
+            self.server.stop()
+
+
+# ------------------------------------------------------------------------------------------------
+# Running one scenario
+
+
+def run_one(run: Run, scenario, store: str) -> Row:
+    name, fn = scenario.name, scenario.fn
+    ctx = Ctx(run, name, store)
+    t0 = time.monotonic()
+    crashed = None
+    try:
+        if store not in ("static",):
+            ctx.start_store(**scenario.store_opts)
+            ctx.start_polling()
+        else:
+            ctx.holders = None
+        fn(ctx)
+    except Exception as e:  # noqa: BLE001 - any harness or product failure is a scenario failure
+        crashed = f"{type(e).__name__}: {e}"
+        (ctx.dir / "traceback.txt").write_text(traceback.format_exc())
+    finally:
+        try:
+            ctx.stop_all()
+        except Exception as e:  # noqa: BLE001
+            ctx.fail(f"stopping processes: {e}")
+        ctx.stop_polling()
+        ctx.close()
+    if crashed:
+        ctx.fail(f"scenario raised {ctx.redact(crashed)}")
+    else:
+        for check in ctx.after_checks:
+            try:
+                check()
+            except Exception as e:  # noqa: BLE001
+                ctx.fail(f"check raised {type(e).__name__}: {ctx.redact(str(e))}")
+                (ctx.dir / "traceback.txt").write_text(traceback.format_exc())
+    verdict = check_ids(ctx.procs, SLOT_LIMIT, ctx.holders if scenario.check_holders else None)
+    ctx.failures.extend(verdict.failures)
+    check_processes(ctx, scenario)
+    row = make_row(ctx, scenario, store, verdict)
+    row.seconds = time.monotonic() - t0
+    (ctx.dir / "timeline.txt").write_text("\n".join(ctx.timeline) + "\n")
+    status = "ok" if row.ok else "FAILED"
+    say(f"[{status}] {name} on {store}: {row.processes} processes, {row.ids} ids, {row.duplicates} duplicates "
+        f"({row.seconds:.0f}s)")
+    for f in row.failures[:12]:
+        say(f"    - {f}")
+    return row
+
+
+PANIC = re.compile(r"panicked at|RUST_BACKTRACE|Segmentation fault|core dumped", re.I)
+
+
+def check_processes(ctx: Ctx, scenario) -> None:
+    """Every process stopped cleanly on SIGTERM (or was killed on purpose), issued ids or said
+    clearly why not, and never crashed."""
+    for p in ctx.procs:
+        err = p.stderr()
+        if PANIC.search(err):
+            ctx.fail(f"{p.label} crashed: {ctx.redact(err.strip().splitlines()[-1])[:200]}")
+        if p.forced:
+            ctx.fail(f"{p.label} did not exit within 15s of SIGTERM")
+        if p.killed:
+            continue
+        if p.returncode != 0:
+            if "cosid: error:" in err:
+                if not scenario.errors_ok:
+                    ctx.fail(f"{p.label} exited {p.returncode}: {ctx.redact(err.strip().splitlines()[-1])[:200]}")
+            else:
+                ctx.fail(f"{p.label} exited {p.returncode} without an error message")
+        if not p.ids() and "cosid: waiting:" not in err and "cosid: error:" not in err:
+            ctx.fail(f"{p.label} issued no id and said nothing on stderr")
+
+
+def fold(msg: str) -> str:
+    msg = re.sub(r"\b\d{4}-\d\d-\d\dT[\d:.]+Z\b", "T", msg)
+    msg = re.sub(r"\d+", "N", msg)
+    return msg
+
+
+def make_row(ctx: Ctx, scenario, store: str, v: Verdict) -> Row:
+    # Service stops: per process, the longest stretch without an id.
+    stops = []
+    for p in ctx.procs:
+        gap, _ = p.max_gap_ms()
+        if gap >= 400:
+            stops.append(f"{p.label} {gap / 1000:.1f}s")
+        elif not p.ids():
+            stops.append(f"{p.label} never issued")
+    # Messages the processes printed, folded and counted.
+    counts: dict[str, int] = {}
+    for p in ctx.procs:
+        for m in p.messages():
+            m = fold(ctx.redact(m))
+            m = re.sub(r"^cosid: ", "", m)
+            m = re.sub(r"; (raise max-wait|the keeper is acquiring|retry shortly).*$", "", m)
+            counts[m] = counts.get(m, 0) + 1
+    msgs = [f"{m} (x{c})" if c > 1 else m for m, c in counts.items()]
+    events = ctx.events + msgs
+    stopped = ("; ".join(stops) + (" — " + scenario.why if scenario.why else "")) if stops else "none"
+    n_procs = len(ctx.procs)
+    desc = f"{n_procs}" + (f" ({scenario.procs_note})" if scenario.procs_note else "")
+    return Row(scenario.name, store, desc, v.ids, v.duplicates, v.overlaps, stopped,
+               "; ".join(events) if events else "-", ok=not ctx.failures,
+               failures=[ctx.redact(f) for f in ctx.failures])
+
+
+# ------------------------------------------------------------------------------------------------
+# Credentials: grep everything captured
+
+
+def grep_passwords(run: Run) -> list[str]:
+    hits = []
+    for path in run.work.rglob("*"):
+        if not path.is_file() or path.suffix in (".db", ".db-wal", ".db-shm", ".pem", ".key", ".csr", ".srl"):
+            continue
+        if "redis-data" in path.parts or "pg-data" in path.parts or "etcd-data" in path.parts or \
+                "pg-template" in path.parts or "tls" in path.parts:
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        for pw in run.passwords:
+            if pw.encode() in data:
+                hits.append(f"{path.relative_to(run.work)} contains a password")
+    return hits
+
+
+# ------------------------------------------------------------------------------------------------
+# Report
+
+
+def render_rows(rows: list[Row]) -> str:
+    out = ["| scenario | store | processes | ids issued | duplicates | (slot, ms) overlaps | service stopped (longest gap per process) and why | events and errors raised | result |",
+           "|---|---|---|---:|---:|---:|---|---|---|"]
+    for r in rows:
+        cell = lambda s: s.replace("|", "\\|").replace("\n", " ")  # noqa: E731
+        res = "pass" if r.ok else "FAIL: " + "; ".join(r.failures[:3])
+        out.append(f"| {r.scenario} | {r.store} | {cell(r.processes)} | {r.ids} | {r.duplicates} | {r.overlaps} | "
+                   f"{cell(r.stopped)} | {cell(r.events)} | {cell(res)} |")
+    return "\n".join(out)
+
+
+def aggregate(rows: list[Row]) -> list[Row]:
+    """Long form: one row per (scenario, store) with sums."""
+    by: dict[tuple[str, str], list[Row]] = {}
+    for r in rows:
+        by.setdefault((r.scenario, r.store), []).append(r)
+    out = []
+    for (s, st), rs in by.items():
+        fails = [f for r in rs for f in r.failures]
+        ev: list[str] = []
+        for r in rs:
+            for e in r.events.split("; "):
+                e2 = re.sub(r" \(x\d+\)$", "", e)
+                if e2 != "-" and e2 not in ev:
+                    ev.append(e2)
+        stops = [r.stopped for r in rs if r.stopped != "none"]
+        out.append(Row(s, st, f"{len(rs)} runs, {sum(int(r.processes.split()[0]) for r in rs)} processes",
+                       sum(r.ids for r in rs), sum(r.duplicates for r in rs), sum(r.overlaps for r in rs),
+                       (stops[-1] + f" (last of {len(stops)} runs with a stop)") if stops else "none",
+                       "; ".join(ev[:8]) or "-", ok=not fails, failures=fails))
+    return out
+
+
+def write_report(args, rows: list[Row], mode: str, elapsed: float, cmdline: str, extra: list[str]) -> str:
+    passed = sum(r.ok for r in rows)
+    failed = len(rows) - passed
+    table = render_rows(rows if mode == "short" else aggregate(rows))
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    total_ids = sum(r.ids for r in rows)
+    dups = sum(r.duplicates for r in rows)
+    head = (f"Run {stamp}, {elapsed / 60:.1f} minutes, command:\n\n    {cmdline}\n\n"
+            f"{len(rows)} scenario runs: {passed} passed, {failed} failed; {total_ids} ids issued, "
+            f"{dups} duplicates.\n")
+    body = head + "\n" + "\n".join(f"- {e}" for e in extra) + ("\n\n" if extra else "\n") + table + "\n"
+    return body
+
+
+def splice(doc: Path, mode: str, body: str) -> None:
+    start, end = f"<!-- chaos:{mode}:start -->", f"<!-- chaos:{mode}:end -->"
+    text = doc.read_text() if doc.exists() else ""
+    block = f"{start}\n{body}{end}"
+    if start in text and end in text:
+        text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    doc.write_text(text)
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    import scenarios  # noqa: E402
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cosid", default=str(ROOT / "target/release/cosid"))
+    ap.add_argument("--stores", default=",".join(STORES))
+    ap.add_argument("--only", default="", help="comma-separated scenario names")
+    ap.add_argument("--minutes", type=float, default=0, help="long form: rotate for N minutes")
+    ap.add_argument("--jobs", type=int, default=3, help="scenario runs at once (different stores)")
+    ap.add_argument("--rate", type=int, default=1000, help="ids per second per process")
+    ap.add_argument("--workdir", default=None, help="where scenario directories go (default: TMPDIR)")
+    ap.add_argument("--keep", action="store_true", help="keep the scenario directories")
+    ap.add_argument("--report", default=str(ROOT / "target/chaos/reliability.md"))
+    ap.add_argument("--update-docs", default=None, metavar="DOC",
+                    help="also write the table into DOC (docs/reliability.md) between chaos markers")
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args()
+
+    stores = [s for s in args.stores.split(",") if s]
+    for s in stores:
+        if s not in STORES:
+            ap.error(f"--stores: unknown store '{s}'; use {','.join(STORES)}")
+    only = {s for s in args.only.split(",") if s}
+    plan = scenarios.plan(stores, only)
+    if args.list:
+        for sc, st in plan:
+            print(f"{sc.name} {st}")
+        return 0
+    if not plan:
+        ap.error("no scenario selected")
+    if not Path(args.cosid).exists():
+        print(f"chaos: {args.cosid} does not exist; build it: cargo build --release -p cosid-cli --features etcd",
+              file=sys.stderr)
+        return 2
+    if servers.LIBFAKETIME is None or shutil.which("faketime") is None:
+        print("chaos: faketime is missing (apt-get install -y faketime)", file=sys.stderr)
+        return 2
+
+    run = Run(args)
+    if any(sc.name == "store-clock-jump" and st == "redis" for sc, st in plan):
+        servers.CLOCKSHIM = servers.build_clockshim(run.work)
+    cmdline = "python3 tests/chaos/chaos.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    say(f"chaos: {len(plan)} scenario runs per round, work dir {run.work}")
+    t0 = time.monotonic()
+    deadline = t0 + args.minutes * 60 if args.minutes else None
+    rows: list[Row] = []
+    rows_lock = threading.Lock()
+    rounds = 0
+
+    def one_round():
+        # Group by store: runs on different stores go at once, one store's runs one at a time.
+        groups: dict[str, list] = {}
+        for sc, st in plan:
+            groups.setdefault(st, []).append(sc)
+        queue = list(groups.items())
+        qlock = threading.Lock()
+
+        def worker():
+            while True:
+                with qlock:
+                    if not queue:
+                        return
+                    st, scs = queue.pop(0)
+                for sc in scs:
+                    if deadline and time.monotonic() > deadline + 60:
+                        return
+                    row = run_one(run, sc, st)
+                    with rows_lock:
+                        rows.append(row)
+
+        threads = [threading.Thread(target=worker) for _ in range(max(1, args.jobs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    max_rounds = 1 if not deadline else 10_000
+    while rounds < max_rounds:
+        rounds += 1
+        one_round()
+        if not deadline or time.monotonic() >= deadline:
+            break
+        say(f"chaos: round {rounds} done, {len(rows)} runs, {sum(r.ids for r in rows)} ids, "
+            f"{sum(not r.ok for r in rows)} failed, {(deadline - time.monotonic()) / 60:.1f} minutes left")
+
+    hits = grep_passwords(run)
+    cred = Row("credentials never printed (grep of every captured output and log)", "all",
+               f"{sum(len(list(run.work.glob('*/*.err'))) for _ in [0])} stderr files", 0, 0, 0, "none",
+               f"{len(run.passwords)} passwords searched", ok=not hits, failures=hits)
+    rows.append(cred)
+    say(f"[{'ok' if cred.ok else 'FAILED'}] {cred.scenario}")
+    for h in hits[:10]:
+        say(f"    - {h}")
+
+    elapsed = time.monotonic() - t0
+    mode = "long" if args.minutes else "short"
+    extra = [f"rounds: {rounds}" if mode == "long" else "one run of every scenario on every store it applies to"]
+    extra += scenarios.NOTES
+    body = write_report(args, rows, mode, elapsed, cmdline, extra)
+    report = Path(args.report)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(body)
+    if args.update_docs:
+        splice(Path(args.update_docs), mode, body)
+    passed = sum(r.ok for r in rows)
+    failed = len(rows) - passed
+    say(f"chaos: report in {report}; work dir {run.work}")
+    if not args.keep and failed == 0:
+        shutil.rmtree(run.work, ignore_errors=True)
+    print(f"{passed} passed, {failed} failed", flush=True)
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

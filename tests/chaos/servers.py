@@ -1,0 +1,461 @@
+"""Throwaway stores for the chaos harness: redis-server, PostgreSQL, etcd, and an SQLite file.
+
+Every server listens on 127.0.0.1 only, on a free port, with a data directory under the
+scenario's own directory. Each can be killed (like a crash), started again with its data,
+restarted empty, and run under libfaketime with a clock the harness moves.
+
+Redis and PostgreSQL always run with a password (the harness later greps every captured output
+for it). Nothing here talks to anything but 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+LIBFAKETIME = None
+for _cand in (
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/faketime/libfaketime.so.1",
+):
+    if os.path.exists(_cand):
+        LIBFAKETIME = _cand
+        break
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def faketime_env(clock_file: Path) -> dict[str, str]:
+    """Environment that runs a program under libfaketime reading its offset from `clock_file`."""
+    if LIBFAKETIME is None:
+        raise RuntimeError("libfaketime is missing: apt-get install -y faketime")
+    return {
+        "LD_PRELOAD": LIBFAKETIME,
+        "FAKETIME_TIMESTAMP_FILE": str(clock_file),
+        # Re-read the file at most once a second (a server calls the clock very often).
+        "FAKETIME_CACHE_DURATION": "1",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "DONT_FAKE_MONOTONIC": "1",
+    }
+
+
+#: the compiled clockshim.c (set by the harness), for servers libfaketime cannot run
+CLOCKSHIM: str | None = None
+
+
+def build_clockshim(out_dir: Path) -> str:
+    src = Path(__file__).resolve().parent / "clockshim.c"
+    out = out_dir / "clockshim.so"
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise RuntimeError("no C compiler to build tests/chaos/clockshim.c: apt-get install -y gcc")
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(out), str(src)], check=True, capture_output=True)
+    return str(out)
+
+
+def clockshim_env(clock_file: Path) -> dict[str, str]:
+    if CLOCKSHIM is None:
+        raise RuntimeError("the clock shim is not built")
+    return {"LD_PRELOAD": CLOCKSHIM, "CHAOS_CLOCK_FILE": str(clock_file)}
+
+
+class Server:
+    """Base: a child process with a log, started and stopped by the harness."""
+
+    kind = "?"
+    #: the store can be killed and restarted (SQLite is a file: no)
+    restartable = True
+
+    def __init__(self, root: Path, password: str, clock_file: Path | None = None):
+        self.root = root
+        self.password = password
+        self.clock_file = clock_file
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.log = root / f"{self.kind}.log"
+        self.down_since: float | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.clock_file is not None:
+            env.update(self.clock_env(self.clock_file))
+        return env
+
+    def clock_env(self, clock_file: Path) -> dict[str, str]:
+        return faketime_env(clock_file)
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def popen_extra(self) -> dict:
+        return {}
+
+    def start(self, timeout: float = 60) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=self.env(),
+                start_new_session=True,
+                **self.popen_extra(),
+            )
+        if not self.ready(timeout):
+            self.kill()
+            raise RuntimeError(f"{self.kind} did not start on port {self.port}; see {self.log}:\n" + tail(self.log))
+        self.down_since = None
+
+    def ready(self, timeout: float) -> bool:
+        return wait_port(self.port, timeout, self.proc)
+
+    def kill(self) -> None:
+        """Kills the server like a crash (data on disk stays)."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait(timeout=30)
+        self.proc = None
+        self.down_since = time.monotonic()
+
+    def stop(self) -> None:
+        """Stops gracefully (falls back to kill)."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill()
+
+    def wipe(self) -> None:
+        raise NotImplementedError
+
+    def restart_empty(self) -> None:
+        self.kill()
+        self.wipe()
+        self.start()
+
+    def url(self, port: int | None = None, password: str | None = None) -> str:
+        raise NotImplementedError
+
+    def redacted_url(self, port: int | None = None) -> str:
+        return self.url(port, password="***")
+
+
+def tail(path: Path, n: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+class Sqlite(Server):
+    kind = "sqlite"
+    restartable = False
+
+    def __init__(self, root: Path, password: str = "", clock_file: Path | None = None):
+        super().__init__(root, password, None)
+        self.path = root / "slots.db"
+
+    def start(self, timeout: float = 0) -> None:
+        pass
+
+    def kill(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def url(self, port=None, password=None) -> str:
+        return f"sqlite://{self.path}"
+
+    def redacted_url(self, port=None) -> str:
+        return self.url()
+
+
+class Redis(Server):
+    kind = "redis"
+
+    def __init__(self, root: Path, password: str, clock_file: Path | None = None, tls: dict | None = None):
+        super().__init__(root, password, clock_file)
+        self.data = root / "redis-data"
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.tls = tls  # {"cert":…, "key":…, "ca":…}
+
+    def clock_env(self, clock_file: Path) -> dict[str, str]:
+        # libfaketime cannot run redis-server (its jemalloc recurses into clock_gettime while
+        # libfaketime initialises): the harness's own shim moves its wall clock instead.
+        return clockshim_env(clock_file)
+
+    def command(self) -> list[str]:
+        cmd = [
+            "redis-server",
+            "--bind", "127.0.0.1",
+            "--protected-mode", "yes",
+            "--dir", str(self.data),
+            "--save", "",
+            # Every acknowledged write is on disk before the reply: a SIGKILL loses nothing.
+            "--appendonly", "yes",
+            "--appendfsync", "always",
+            "--requirepass", self.password,
+            "--daemonize", "no",
+            "--loglevel", "notice",
+        ]
+        if self.tls:
+            cmd += [
+                "--port", "0",
+                "--tls-port", str(self.port),
+                "--tls-cert-file", self.tls["cert"],
+                "--tls-key-file", self.tls["key"],
+                "--tls-ca-cert-file", self.tls["ca"],
+                "--tls-auth-clients", "no",
+            ]
+        else:
+            cmd += ["--port", str(self.port)]
+        return cmd
+
+    def wipe(self) -> None:
+        shutil.rmtree(self.data, ignore_errors=True)
+        self.data.mkdir(parents=True, exist_ok=True)
+
+    def url(self, port=None, password=None) -> str:
+        pw = self.password if password is None else password
+        scheme = "rediss" if self.tls else "redis"
+        return f"{scheme}://:{pw}@127.0.0.1:{port or self.port}/0"
+
+
+def _postgres_bin(name: str) -> str:
+    base = Path("/usr/lib/postgresql")
+    if base.is_dir():
+        for v in sorted(base.iterdir(), reverse=True):
+            p = v / "bin" / name
+            if p.exists():
+                return str(p)
+    found = shutil.which(name)
+    if found:
+        return found
+    raise RuntimeError(f"PostgreSQL's {name} is missing: apt-get install -y postgresql")
+
+
+class PostgresTemplate:
+    """One initdb per harness run (slow), copied for every scenario (fast).
+
+    The cluster has a role `cosid` with a password (scram-sha-256 for every TCP connection) and a
+    database `cosid` it owns. As root, PostgreSQL runs as the `postgres` user.
+    """
+
+    def __init__(self, root: Path, password: str):
+        self.dir = root / "pg-template"
+        self.password = password
+        self.user = None
+        if os.geteuid() == 0:
+            try:
+                pw = pwd.getpwnam("postgres")
+            except KeyError:
+                raise RuntimeError("running as root and there is no 'postgres' user: apt-get install -y postgresql")
+            self.user = (pw.pw_uid, pw.pw_gid)
+        self._make()
+
+    def chown(self, path: Path) -> None:
+        if self.user is None:
+            return
+        uid, gid = self.user
+        os.chown(path, uid, gid)
+        for dirpath, dirnames, filenames in os.walk(path):
+            for n in dirnames + filenames:
+                try:
+                    os.lchown(os.path.join(dirpath, n), uid, gid)
+                except OSError:
+                    pass
+
+    def popen_extra(self) -> dict:
+        if self.user is None:
+            return {}
+        return {"user": self.user[0], "group": self.user[1], "extra_groups": []}
+
+    def _make(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir.mkdir(parents=True)
+        pwfile = self.dir.parent / "pg-pwfile"
+        pwfile.write_text(self.password + "\n")
+        self.chown(self.dir)
+        self.chown(pwfile)
+        data = self.dir / "data"
+        out = subprocess.run(
+            [_postgres_bin("initdb"), "-D", str(data), "-U", "postgres", "--pwfile", str(pwfile),
+             "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync", "--no-locale", "-E", "UTF8"],
+            capture_output=True, text=True, **self.popen_extra(),
+        )
+        pwfile.unlink()
+        if out.returncode != 0:
+            raise RuntimeError(f"initdb failed: {out.stdout}{out.stderr}")
+        # Only TCP from loopback, with a password.
+        (data / "pg_hba.conf").write_text(
+            "local all all trust\n"
+            "host all all 127.0.0.1/32 scram-sha-256\n"
+            "hostssl all all 127.0.0.1/32 scram-sha-256\n"
+        )
+        self.chown(data)
+        server = Postgres(self.dir, self, data_dir=data)
+        server.start()
+        sql = (
+            f"CREATE ROLE cosid LOGIN PASSWORD '{self.password}';"
+            "CREATE DATABASE cosid OWNER cosid;"
+        )
+        out = subprocess.run(
+            [_postgres_bin("psql"), "-h", str(server.sockdir), "-p", str(server.port), "-U", "postgres",
+             "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-q", "-c", sql],
+            capture_output=True, text=True, **self.popen_extra(),
+        )
+        server.stop_clean()
+        if out.returncode != 0:
+            raise RuntimeError(f"creating the cosid role failed: {out.stdout}{out.stderr}")
+        self.data = data
+
+
+class Postgres(Server):
+    kind = "postgres"
+
+    def __init__(self, root: Path, template: PostgresTemplate, password: str | None = None,
+                 clock_file: Path | None = None, tls: dict | None = None, data_dir: Path | None = None):
+        super().__init__(root, password or template.password, clock_file)
+        self.template = template
+        self.tls = tls
+        self.sockdir = root / "pg-sock"
+        self.sockdir.mkdir(parents=True, exist_ok=True)
+        template.chown(self.sockdir)
+        if data_dir is not None:
+            self.data = data_dir
+        else:
+            self.data = root / "pg-data"
+            self.wipe()
+
+    def wipe(self) -> None:
+        shutil.rmtree(self.data, ignore_errors=True)
+        shutil.copytree(self.template.data, self.data, symlinks=True)
+        for stale in ("postmaster.pid", "postmaster.opts"):
+            (self.data / stale).unlink(missing_ok=True)
+        self.template.chown(self.data)
+        os.chmod(self.data, 0o700)
+
+    def popen_extra(self) -> dict:
+        return self.template.popen_extra()
+
+    def command(self) -> list[str]:
+        cmd = [
+            _postgres_bin("postgres"), "-D", str(self.data), "-p", str(self.port),
+            "-c", "listen_addresses=127.0.0.1",
+            "-c", f"unix_socket_directories={self.sockdir}",
+            "-c", "max_connections=200",
+            "-c", "fsync=on", "-c", "synchronous_commit=on",
+            "-c", "log_min_messages=warning",
+        ]
+        if self.tls:
+            cmd += ["-c", "ssl=on", "-c", f"ssl_cert_file={self.tls['cert']}",
+                    "-c", f"ssl_key_file={self.tls['key']}"]
+        return cmd
+
+    def ready(self, timeout: float) -> bool:
+        # The port opens before recovery ends; ask pg_isready.
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                return False
+            r = subprocess.run([_postgres_bin("pg_isready"), "-h", "127.0.0.1", "-p", str(self.port), "-q"],
+                               capture_output=True)
+            if r.returncode == 0:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def kill(self) -> None:
+        """Immediate shutdown (SIGQUIT): what a crash looks like, crash recovery on restart."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGQUIT)
+                self.proc.wait(timeout=20)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                pass
+        super().kill()
+
+    def stop_clean(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # fast shutdown
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        super().kill()
+
+    def stop(self) -> None:
+        self.stop_clean()
+
+    def url(self, port=None, password=None) -> str:
+        pw = self.password if password is None else password
+        q = "?sslmode=require" if self.tls else "?sslmode=disable"
+        return f"postgres://cosid:{pw}@127.0.0.1:{port or self.port}/cosid{q}"
+
+
+class Etcd(Server):
+    kind = "etcd"
+
+    def __init__(self, root: Path, password: str = "", clock_file: Path | None = None):
+        super().__init__(root, password, clock_file)
+        self.peer_port = free_port()
+        self.data = root / "etcd-data"
+
+    def command(self) -> list[str]:
+        client = f"http://127.0.0.1:{self.port}"
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        return [
+            "etcd", "--name", "chaos", "--data-dir", str(self.data),
+            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"chaos={peer}", "--initial-cluster-state", "new",
+            "--log-level", "warn", "--logger", "zap",
+        ]
+
+    def wipe(self) -> None:
+        shutil.rmtree(self.data, ignore_errors=True)
+
+    def url(self, port=None, password=None) -> str:
+        return f"etcd://127.0.0.1:{port or self.port}"
+
+    def redacted_url(self, port=None) -> str:
+        return self.url(port)
