@@ -19,6 +19,8 @@ use std::fmt;
 use std::sync::Arc;
 
 pub mod memory;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
 mod url;
 
 pub use url::StoreUrl;
@@ -81,6 +83,10 @@ pub fn open_with_clock(url: &str, clock: crate::clock::SharedClock) -> Result<Sh
     let parsed = StoreUrl::parse(url)?;
     match &parsed {
         StoreUrl::Memory { name } => Ok(memory::MemoryStore::named_with_clock(name, clock)),
+        #[cfg(feature = "sqlite")]
+        StoreUrl::Sqlite { path } => {
+            Ok(Arc::new(sqlite::SqliteStore::open_with_clock(path, clock)?))
+        }
         _ => open_parsed(&parsed),
     }
 }
@@ -88,6 +94,8 @@ pub fn open_with_clock(url: &str, clock: crate::clock::SharedClock) -> Result<Sh
 fn open_parsed(url: &StoreUrl) -> Result<SharedStore> {
     match url {
         StoreUrl::Memory { name } => Ok(memory::MemoryStore::named(name)),
+        #[cfg(feature = "sqlite")]
+        StoreUrl::Sqlite { path } => Ok(Arc::new(sqlite::SqliteStore::open(path)?)),
         other => Err(Error::config(format!(
             "store '{}' needs the '{}' feature, which this build of cosid does not have; rebuild \
              with `--features {}`",

@@ -1,0 +1,604 @@
+//! `sqlite://PATH` — the embedded default store, for any number of processes on one host.
+//!
+//! How it keeps the store guarantees of [`SlotStore`]:
+//!
+//! - **Atomic compare-and-set.** Each primitive is one SQLite transaction; the compare-and-set
+//!   ones start with `BEGIN IMMEDIATE`, which takes the file's write lock before reading the
+//!   version, so no other connection (in this process or another) can write between the
+//!   comparison and the write. Reads run in one read transaction, so a snapshot is one moment.
+//! - **Durable once reported.** `synchronous=FULL` (and `fullfsync` on macOS): a commit returns
+//!   only after the write-ahead log is synced, so a compare-and-set reported as done survives a
+//!   crash or power loss.
+//! - **Versions never repeat for a key.** Every write takes the next value of one file-wide
+//!   counter (`cosid_meta.last_version`). The counter of a new file starts at a random point
+//!   below 2^62, so a file deleted and created again does not hand out versions that a client
+//!   may still hold from the old one.
+//! - **Many processes.** WAL journal mode (readers never block the writer) and a busy timeout
+//!   of 5 s: a connection waits that long for the write lock before failing with a store error,
+//!   which the keeper retries.
+//!
+//! The store clock is the host clock (or the clock a test passes): every process on one host
+//! reads the same clock. The schema is created on open, idempotently, and versioned in
+//! `cosid_meta`; a file written by a newer cosid with an unknown schema is refused.
+//!
+//! Thread-safe: one connection per store behind a mutex; each primitive holds it for its one
+//! transaction.
+
+use super::{NamespaceSnapshot, SlotStore};
+use crate::clock::{SharedClock, SystemClock};
+use crate::error::{Error, Result};
+use crate::lease::{NamespaceRecord, Owner, SlotRecord, Snapshot, Versioned};
+use rusqlite::{
+    params, Connection, ErrorCode, OpenFlags, OptionalExtension, Row, Transaction,
+    TransactionBehavior,
+};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The schema this build writes and understands.
+const SCHEMA_VERSION: i64 = 1;
+
+/// How long a connection waits for another one's lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `PRAGMA application_id` of a cosid store: "cosi" in ASCII.
+const APPLICATION_ID: i64 = 0x636f_7369;
+
+const CREATE_META: &str = "CREATE TABLE IF NOT EXISTS cosid_meta (
+    key   TEXT PRIMARY KEY NOT NULL,
+    value INTEGER NOT NULL
+) WITHOUT ROWID";
+
+const CREATE_TABLES: &str = "
+CREATE TABLE IF NOT EXISTS cosid_namespace (
+    namespace     TEXT PRIMARY KEY NOT NULL,
+    version       INTEGER NOT NULL,
+    slot_limit    INTEGER NOT NULL CHECK (slot_limit >= 0),
+    tolerance_ms  INTEGER NOT NULL,
+    not_before_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS cosid_slot (
+    namespace         TEXT NOT NULL,
+    slot              INTEGER NOT NULL CHECK (slot >= 0),
+    version           INTEGER NOT NULL,
+    owner_key         TEXT,
+    owner_incarnation TEXT,
+    last_owner_key    TEXT,
+    fence             INTEGER NOT NULL CHECK (fence >= 0),
+    expires_at        INTEGER NOT NULL,
+    floor             INTEGER NOT NULL,
+    ceiling           INTEGER NOT NULL,
+    next_floor        INTEGER NOT NULL,
+    CHECK ((owner_key IS NULL) = (owner_incarnation IS NULL)),
+    PRIMARY KEY (namespace, slot)
+) WITHOUT ROWID;";
+
+const SELECT_NAMESPACE: &str = "SELECT version, slot_limit, tolerance_ms, not_before_ms
+    FROM cosid_namespace WHERE namespace = ?1";
+
+const SLOT_COLUMNS: &str = "slot, version, owner_key, owner_incarnation, last_owner_key, fence, \
+                            expires_at, floor, ceiling, next_floor";
+
+const NEXT_VERSION: &str =
+    "UPDATE cosid_meta SET value = value + 1 WHERE key = 'last_version' RETURNING value";
+
+const UPSERT_NAMESPACE: &str = "INSERT INTO cosid_namespace
+    (namespace, version, slot_limit, tolerance_ms, not_before_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+    ON CONFLICT (namespace) DO UPDATE SET version = excluded.version,
+        slot_limit = excluded.slot_limit, tolerance_ms = excluded.tolerance_ms,
+        not_before_ms = excluded.not_before_ms";
+
+const UPSERT_SLOT: &str = "INSERT INTO cosid_slot
+    (namespace, slot, version, owner_key, owner_incarnation, last_owner_key, fence, expires_at,
+     floor, ceiling, next_floor) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+    ON CONFLICT (namespace, slot) DO UPDATE SET version = excluded.version,
+        owner_key = excluded.owner_key, owner_incarnation = excluded.owner_incarnation,
+        last_owner_key = excluded.last_owner_key, fence = excluded.fence,
+        expires_at = excluded.expires_at, floor = excluded.floor, ceiling = excluded.ceiling,
+        next_floor = excluded.next_floor";
+
+/// The SQLite store. Thread-safe; processes on one host share it through the file.
+pub struct SqliteStore {
+    path: PathBuf,
+    clock: SharedClock,
+    conn: Mutex<Connection>,
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One slot row as stored, before it is checked.
+struct SlotRow {
+    slot: i64,
+    version: i64,
+    owner_key: Option<String>,
+    owner_incarnation: Option<String>,
+    last_owner_key: Option<String>,
+    fence: i64,
+    expires_at: i64,
+    floor: i64,
+    ceiling: i64,
+    next_floor: i64,
+}
+
+impl SlotRow {
+    fn from_row(r: &Row<'_>) -> rusqlite::Result<SlotRow> {
+        Ok(SlotRow {
+            slot: r.get(0)?,
+            version: r.get(1)?,
+            owner_key: r.get(2)?,
+            owner_incarnation: r.get(3)?,
+            last_owner_key: r.get(4)?,
+            fence: r.get(5)?,
+            expires_at: r.get(6)?,
+            floor: r.get(7)?,
+            ceiling: r.get(8)?,
+            next_floor: r.get(9)?,
+        })
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store file at `path`, with the host clock as store clock.
+    pub fn open(path: &Path) -> Result<Self> {
+        Self::open_with_clock(path, Arc::new(SystemClock))
+    }
+
+    /// Opens (creating if needed) the store file at `path`, with `clock` as the store clock.
+    /// Creates the parent directory if it is missing and the schema if the file has none.
+    pub fn open_with_clock(path: &Path, clock: SharedClock) -> Result<Self> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                Error::store(format!(
+                    "SQLite store '{}': cannot create its directory '{}': {e}; create it or \
+                     choose another path",
+                    path.display(),
+                    parent.display()
+                ))
+            })?;
+        }
+        let fail = |doing: &str, e: rusqlite::Error| sqlite_error(path, doing, e);
+        // No URI parsing (a path is a path); the mutex below serializes use of the connection.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn =
+            Connection::open_with_flags(path, flags).map_err(|e| fail("opening the file", e))?;
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| fail("setting the busy timeout", e))?;
+        set_wal(&conn).map_err(|e| fail("switching to WAL journal mode", e))?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(|e| fail("setting synchronous=FULL", e))?;
+        // macOS's fsync leaves the data in the drive's cache; F_FULLFSYNC does not. A no-op
+        // elsewhere.
+        conn.pragma_update(None, "fullfsync", true)
+            .map_err(|e| fail("setting fullfsync", e))?;
+        init_schema(&mut conn, path)?;
+        Ok(SqliteStore {
+            path: path.to_path_buf(),
+            clock,
+            conn: Mutex::new(conn),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        let guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        // A panic while a transaction was open would leave it open; never build on it.
+        if !guard.is_autocommit() {
+            let _ = guard.execute_batch("ROLLBACK");
+        }
+        guard
+    }
+
+    fn fail(&self, doing: &str, e: rusqlite::Error) -> Error {
+        sqlite_error(&self.path, doing, e)
+    }
+
+    fn malformed(&self, namespace: &str, what: &str) -> Error {
+        Error::store(format!(
+            "SQLite store '{}': namespace '{namespace}' holds a malformed record ({what}); the \
+             file was edited by hand or is corrupt: restore it from a backup",
+            self.path.display()
+        ))
+    }
+
+    fn decode_slot(&self, namespace: &str, row: SlotRow) -> Result<Versioned<SlotRecord>> {
+        let bad = |what: String| self.malformed(namespace, &what);
+        let slot = u32::try_from(row.slot).map_err(|_| bad(format!("slot {}", row.slot)))?;
+        let owner = match (row.owner_key, row.owner_incarnation) {
+            (Some(key), Some(inc)) => {
+                let incarnation = uuid::Uuid::parse_str(&inc).map_err(|_| {
+                    bad(format!(
+                        "slot {slot}: owner incarnation '{inc}' is not a UUID"
+                    ))
+                })?;
+                Some(Owner { key, incarnation })
+            }
+            (None, None) => None,
+            _ => {
+                return Err(bad(format!(
+                    "slot {slot}: an owner key without an incarnation or the reverse"
+                )))
+            }
+        };
+        Ok(Versioned {
+            value: SlotRecord {
+                slot,
+                owner,
+                last_owner_key: row.last_owner_key,
+                fence: u64::try_from(row.fence)
+                    .map_err(|_| bad(format!("slot {slot}: fence {}", row.fence)))?,
+                expires_at: row.expires_at,
+                floor: row.floor,
+                ceiling: row.ceiling,
+                next_floor: row.next_floor,
+            },
+            version: u64::try_from(row.version)
+                .map_err(|_| bad(format!("slot {slot}: version {}", row.version)))?,
+        })
+    }
+
+    fn decode_namespace(
+        &self,
+        namespace: &str,
+        (version, limit, tolerance_ms, not_before_ms): (i64, i64, i64, i64),
+    ) -> Result<Versioned<NamespaceRecord>> {
+        let bad = |what: String| self.malformed(namespace, &what);
+        Ok(Versioned {
+            value: NamespaceRecord {
+                limit: u32::try_from(limit).map_err(|_| bad(format!("limit {limit}")))?,
+                tolerance_ms,
+                not_before_ms,
+            },
+            version: u64::try_from(version)
+                .map_err(|_| bad(format!("namespace version {version}")))?,
+        })
+    }
+
+    /// Within a `BEGIN IMMEDIATE` transaction: the next value of the file-wide version counter.
+    fn next_version(&self, tx: &Transaction<'_>, doing: &str) -> Result<i64> {
+        tx.query_row(NEXT_VERSION, [], |r| r.get(0))
+            .map_err(|e| self.fail(doing, e))
+    }
+}
+
+/// Turns on WAL, waiting out other connections that hold the file (switching the journal mode
+/// of a new file needs it to themselves, and SQLite does not always call the busy handler for
+/// it). Safety does not depend on WAL; it lets readers run beside the writer.
+fn set_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0)) {
+            Ok(_) => return Ok(()),
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+                ) && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Creates the schema if the file has none; checks its version otherwise. One `BEGIN
+/// IMMEDIATE` transaction, so processes opening a new file at once create it exactly once.
+fn init_schema(conn: &mut Connection, path: &Path) -> Result<()> {
+    let fail = |doing: &str, e: rusqlite::Error| sqlite_error(path, doing, e);
+    let doing = "creating or checking the schema";
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| fail(doing, e))?;
+    let app_id: i64 = tx
+        .pragma_query_value(None, "application_id", |r| r.get(0))
+        .map_err(|e| fail(doing, e))?;
+    if app_id != 0 && app_id != APPLICATION_ID {
+        return Err(Error::store(format!(
+            "SQLite store '{}': the file is a SQLite database of another application \
+             (application_id {app_id:#x}); point sqlite:// at a file of its own",
+            path.display()
+        )));
+    }
+    tx.execute_batch(CREATE_META).map_err(|e| fail(doing, e))?;
+    let version: Option<i64> = tx
+        .query_row(
+            "SELECT value FROM cosid_meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| fail(doing, e))?;
+    match version {
+        Some(SCHEMA_VERSION) => {}
+        Some(v) if v > SCHEMA_VERSION => {
+            return Err(Error::store(format!(
+                "SQLite store '{}' has schema version {v}, written by a newer cosid; this \
+                 cosid knows schema versions up to {SCHEMA_VERSION}: upgrade cosid, or use \
+                 another file",
+                path.display()
+            )))
+        }
+        Some(v) => {
+            return Err(Error::store(format!(
+                "SQLite store '{}' has the unknown schema version {v}; it was not written by \
+                 cosid: point sqlite:// at a file of its own",
+                path.display()
+            )))
+        }
+        None => {
+            tx.execute_batch(CREATE_TABLES)
+                .map_err(|e| fail(doing, e))?;
+            let seed = (uuid::Uuid::new_v4().as_u128() as u64 >> 2) as i64;
+            tx.execute(
+                "INSERT INTO cosid_meta (key, value) VALUES ('schema_version', ?1), \
+                 ('last_version', ?2)",
+                params![SCHEMA_VERSION, seed],
+            )
+            .map_err(|e| fail(doing, e))?;
+            tx.pragma_update(None, "application_id", APPLICATION_ID)
+                .map_err(|e| fail(doing, e))?;
+        }
+    }
+    tx.commit().map_err(|e| fail(doing, e))
+}
+
+/// A store error naming the file, what was being done, SQLite's reason, and the fix.
+fn sqlite_error(path: &Path, doing: &str, e: rusqlite::Error) -> Error {
+    let hint = match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => {
+            "; the file is corrupt or not a SQLite database: restore it from a backup, or move \
+             it aside and run `cosid migrate --not-before TIME` (a time after the last id \
+             issued) on the new file, so that no window restarts below ids already issued"
+        }
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            "; another connection held the file's lock for longer than the 5s busy timeout: \
+             look for a process stuck holding it"
+        }
+        Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied | ErrorCode::ReadOnly) => {
+            "; check that the path names a file (not a directory) this process may read and \
+             write, in a writable directory"
+        }
+        Some(ErrorCode::DiskFull) => "; free some disk space",
+        _ => "",
+    };
+    Error::store(format!(
+        "SQLite store '{}': {doing} failed: {e}{hint}",
+        path.display()
+    ))
+}
+
+fn to_i64(value: u64, what: &str, path: &Path) -> Result<i64> {
+    i64::try_from(value).map_err(|_| {
+        Error::invalid(format!(
+            "SQLite store '{}': {what} {value} is larger than SQLite's largest integer",
+            path.display()
+        ))
+    })
+}
+
+impl SlotStore for SqliteStore {
+    fn describe(&self) -> String {
+        format!("sqlite://{}", self.path.display())
+    }
+
+    fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
+        let doing = format!("reading namespace '{namespace}'");
+        let store_now = self.clock.now_ms();
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(|e| self.fail(&doing, e))?;
+        let ns_row = tx
+            .query_row(SELECT_NAMESPACE, [namespace], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
+            .optional()
+            .map_err(|e| self.fail(&doing, e))?;
+        let rows = {
+            let mut stmt = tx
+                .prepare_cached(&format!(
+                    "SELECT {SLOT_COLUMNS} FROM cosid_slot WHERE namespace = ?1 ORDER BY slot"
+                ))
+                .map_err(|e| self.fail(&doing, e))?;
+            let rows = stmt
+                .query_map([namespace], SlotRow::from_row)
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(|e| self.fail(&doing, e))?;
+            rows
+        };
+        tx.commit().map_err(|e| self.fail(&doing, e))?;
+        drop(conn);
+        Ok(NamespaceSnapshot {
+            namespace: ns_row
+                .map(|row| self.decode_namespace(namespace, row))
+                .transpose()?,
+            slots: Snapshot {
+                store_now,
+                slots: rows
+                    .into_iter()
+                    .map(|row| self.decode_slot(namespace, row))
+                    .collect::<Result<_>>()?,
+            },
+        })
+    }
+
+    fn cas_namespace(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &NamespaceRecord,
+    ) -> Result<Option<u64>> {
+        let doing = format!("compare-and-set of namespace '{namespace}'");
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.fail(&doing, e))?;
+        let current: Option<i64> = tx
+            .query_row(
+                "SELECT version FROM cosid_namespace WHERE namespace = ?1",
+                [namespace],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.fail(&doing, e))?;
+        if current.map(|v| v as u64) != expected {
+            // Dropping the transaction rolls it back: nothing is written.
+            return Ok(None);
+        }
+        let version = self.next_version(&tx, &doing)?;
+        tx.execute(
+            UPSERT_NAMESPACE,
+            params![
+                namespace,
+                version,
+                record.limit,
+                record.tolerance_ms,
+                record.not_before_ms
+            ],
+        )
+        .map_err(|e| self.fail(&doing, e))?;
+        tx.commit().map_err(|e| self.fail(&doing, e))?;
+        Ok(Some(version as u64))
+    }
+
+    fn read_slot(
+        &self,
+        namespace: &str,
+        slot: u32,
+    ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+        let doing = format!("reading slot {slot} of namespace '{namespace}'");
+        let now = self.clock.now_ms();
+        let conn = self.conn();
+        let row = conn
+            .prepare_cached(&format!(
+                "SELECT {SLOT_COLUMNS} FROM cosid_slot WHERE namespace = ?1 AND slot = ?2"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_row(params![namespace, slot], SlotRow::from_row)
+                    .optional()
+            })
+            .map_err(|e| self.fail(&doing, e))?;
+        drop(conn);
+        Ok((
+            now,
+            row.map(|row| self.decode_slot(namespace, row))
+                .transpose()?,
+        ))
+    }
+
+    fn cas_slot(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &SlotRecord,
+    ) -> Result<Option<u64>> {
+        let doing = format!(
+            "compare-and-set of slot {} of namespace '{namespace}'",
+            record.slot
+        );
+        let fence = to_i64(record.fence, "fence", &self.path)?;
+        let mut conn = self.conn();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self.fail(&doing, e))?;
+        let current: Option<i64> = tx
+            .query_row(
+                "SELECT version FROM cosid_slot WHERE namespace = ?1 AND slot = ?2",
+                params![namespace, record.slot],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.fail(&doing, e))?;
+        if current.map(|v| v as u64) != expected {
+            return Ok(None);
+        }
+        let version = self.next_version(&tx, &doing)?;
+        let (owner_key, incarnation) = match &record.owner {
+            Some(o) => (
+                Some(o.key.as_str()),
+                Some(o.incarnation.hyphenated().to_string()),
+            ),
+            None => (None, None),
+        };
+        tx.execute(
+            UPSERT_SLOT,
+            params![
+                namespace,
+                record.slot,
+                version,
+                owner_key,
+                incarnation,
+                record.last_owner_key,
+                fence,
+                record.expires_at,
+                record.floor,
+                record.ceiling,
+                record.next_floor
+            ],
+        )
+        .map_err(|e| self.fail(&doing, e))?;
+        tx.commit().map_err(|e| self.fail(&doing, e))?;
+        Ok(Some(version as u64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    #[test]
+    fn round_trips_records_and_refuses_stale_versions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested/dir/slots.db");
+        let store = SqliteStore::open_with_clock(&path, ManualClock::shared(1_234)).unwrap();
+        let rec = SlotRecord {
+            owner: Some(Owner::new("h:1")),
+            last_owner_key: Some("h:1".into()),
+            fence: 7,
+            ..SlotRecord::vacant(5)
+        };
+        let v1 = store.cas_slot("ns", None, &rec).unwrap().unwrap();
+        assert_eq!(store.cas_slot("ns", None, &rec).unwrap(), None);
+        let (now, got) = store.read_slot("ns", 5).unwrap();
+        assert_eq!(now, 1_234);
+        assert_eq!(
+            got,
+            Some(Versioned {
+                value: rec.clone(),
+                version: v1
+            })
+        );
+        let v2 = store.cas_slot("ns", Some(v1), &rec).unwrap().unwrap();
+        assert_ne!(v1, v2);
+        assert_eq!(store.cas_slot("ns", Some(v1), &rec).unwrap(), None);
+        assert_eq!(
+            format!("{store:?}"),
+            format!("SqliteStore {{ path: {path:?}, .. }}")
+        );
+        assert_eq!(store.describe(), format!("sqlite://{}", path.display()));
+    }
+
+    #[test]
+    fn a_directory_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = SqliteStore::open(dir.path()).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Store);
+        assert!(
+            e.message().contains(&dir.path().display().to_string()),
+            "{e}"
+        );
+    }
+}

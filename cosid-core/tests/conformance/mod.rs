@@ -1,0 +1,1231 @@
+//! The store conformance suite: one set of tests that every [`SlotStore`] must pass.
+//!
+//! # Use
+//!
+//! In a test file at the root of a test crate (`tests/store_NAME.rs`):
+//!
+//! ```ignore
+//! mod conformance;
+//!
+//! conformance_suite!(cosid_core::store::open("redis://127.0.0.1:6379/0").unwrap());
+//! ```
+//!
+//! The argument is an expression of type [`SharedStore`]. The suite evaluates it whenever a test
+//! needs a handle (once or more per test, from the test's own thread), so **every evaluation
+//! must give a handle on the same store**: the same `memory:NAME`, the same SQLite file, the
+//! same server. Each test works in a namespace of its own (`t-<case>-<uuid>`), so one store (one
+//! server) serves every test, also when tests run in parallel; nothing is cleaned up.
+//!
+//! The macro expands to one `#[test]` function per case, named after the case, so a failure
+//! names the rule that broke. It needs this module to be `crate::conformance` (that is, `mod
+//! conformance;` at the root of the test crate). A store test file may call the helpers below
+//! for its own store-specific tests.
+//!
+//! # What it covers
+//!
+//! Every row of the tables of `spec/slot-lease.md`, driven through [`LeaseClient`] (the
+//! protocol, written once over the primitives), and the primitives themselves where a rule is
+//! about the store: compare-and-set with a stale version writes nothing, versions never repeat,
+//! records round-trip exactly, a write is seen through another handle, and `2^bits` concurrent
+//! acquirers get each slot exactly once. The store losing its data (`Refusal::Vanished`) needs
+//! a way to empty the store, which the trait does not have: each store's own test file covers
+//! it.
+//!
+//! No test asserts on timing, except that a lease with a 1 ms ttl is free after sleeping 50 ms
+//! and one with a 60 s ttl is not.
+
+#![allow(dead_code)]
+
+use cosid_core::lease::{
+    AcquireRequest, Acquisition, Choice, LeaseClient, NamespaceRecord, Owner, Refusal, Renewal,
+    SlotLease, SlotRecord, Terms, Versioned,
+};
+use cosid_core::store::{SharedStore, StoreUrl};
+use cosid_core::{Clock, ErrorKind, ManualClock};
+use std::collections::HashSet;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+/// Expands to one `#[test]` per conformance case, each running against the store the
+/// expression (of type `cosid_core::store::SharedStore`) opens. See the module documentation.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($open:expr) => {
+        $crate::conformance_suite!(@cases $open;
+            snapshot_of_an_unknown_namespace_is_empty,
+            cas_namespace_with_a_stale_version_writes_nothing,
+            cas_slot_with_a_stale_version_writes_nothing,
+            slot_records_round_trip_every_field,
+            namespaces_are_isolated,
+            versions_never_repeat_for_a_key,
+            concurrent_cas_on_one_slot_has_exactly_one_winner,
+            writes_are_visible_through_another_handle,
+            describe_is_a_store_url,
+            open_namespace_records_limit_and_tolerance,
+            namespace_limit_mismatch_is_refused_naming_both_values,
+            namespace_tolerance_mismatch_is_refused_naming_both_values,
+            acquire_follows_the_table,
+            acquire_ceiling_is_never_below_the_floor,
+            renew_extends_the_lease_and_keeps_the_fence,
+            replayed_renewal_succeeds_and_lowers_nothing,
+            renew_with_a_stale_fence_is_lost,
+            renew_by_another_incarnation_is_lost,
+            renew_after_release_is_lost,
+            release_clears_the_owner_and_hands_over_the_last_issued_timestamp,
+            release_of_a_holder_that_issued_nothing_sets_next_floor_to_floor,
+            release_clamps_last_issued_into_the_window,
+            release_of_a_lost_lease_changes_nothing,
+            expired_lease_is_free_for_another_owner,
+            live_lease_is_not_taken,
+            exhausted_names_the_earliest_expiry,
+            retry_with_the_same_owner_gets_its_own_slot_back,
+            live_lease_of_the_same_key_is_never_taken_over,
+            duplicate_owner_key_with_no_free_slot_is_exhausted_not_a_takeover,
+            sticky_slot_is_preferred_over_the_lowest,
+            preferred_slot_is_taken_when_free,
+            preferred_slot_beats_sticky,
+            held_or_out_of_range_preferred_slot_falls_back_to_the_lowest,
+            raise_not_before_lifts_every_later_floor,
+            raise_not_before_on_a_new_namespace_is_completed_by_the_first_runtime,
+            raise_not_before_never_lowers,
+            every_slot_once_to_64_concurrent_acquirers_then_exhausted,
+            every_slot_once_to_1024_concurrent_acquirers_then_exhausted,
+        );
+    };
+    (@cases $open:expr; $($case:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                let open = || -> ::cosid_core::store::SharedStore { $open };
+                $crate::conformance::$case(&open);
+            }
+        )+
+    };
+}
+
+/// Opens a handle on the store under test.
+pub type Open<'a> = &'a dyn Fn() -> SharedStore;
+
+/// Terms with a lease long enough that nothing expires during a test.
+pub const LONG: Terms = Terms {
+    ttl_ms: 60_000,
+    tolerance_ms: 1_000,
+};
+
+/// A namespace no other test (and no earlier run against the same server) uses.
+pub fn unique_namespace(case: &str) -> String {
+    format!("t-{case}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A client on `namespace` with `2^bits` slots.
+pub fn client(store: &SharedStore, namespace: &str, bits: u8, terms: Terms) -> LeaseClient {
+    LeaseClient::new(store.clone(), namespace, bits, terms)
+        .unwrap_or_else(|e| panic!("a client for '{namespace}': {e}"))
+}
+
+/// A plain request: no preferred slot, no lower bound on the floor.
+pub fn request(owner: &Owner) -> AcquireRequest {
+    AcquireRequest {
+        owner: owner.clone(),
+        preferred_slot: None,
+        floor_at_least: 0,
+    }
+}
+
+/// Acquires for `owner` or fails the test with the error.
+pub fn acquire(client: &LeaseClient, owner: &Owner) -> Acquisition {
+    acquire_with(client, request(owner))
+}
+
+/// Acquires with `req` or fails the test with the error.
+pub fn acquire_with(client: &LeaseClient, req: AcquireRequest) -> Acquisition {
+    client
+        .acquire(&req)
+        .unwrap_or_else(|e| panic!("{} acquires in '{}': {e}", req.owner, client.namespace()))
+}
+
+/// The record of one slot, which must exist.
+pub fn record(store: &SharedStore, namespace: &str, slot: u32) -> Versioned<SlotRecord> {
+    store
+        .read_slot(namespace, slot)
+        .unwrap_or_else(|e| panic!("reading slot {slot} of '{namespace}': {e}"))
+        .1
+        .unwrap_or_else(|| panic!("slot {slot} of '{namespace}' has no record"))
+}
+
+fn renewed(client: &LeaseClient, lease: &SlotLease) -> SlotLease {
+    match client.renew(lease).expect("renewal reaches the store") {
+        Renewal::Renewed(l) => l,
+        Renewal::Lost(r) => panic!("renewal of slot {} refused: {r:?}", lease.slot),
+    }
+}
+
+fn lost(client: &LeaseClient, lease: &SlotLease) -> Refusal {
+    match client.renew(lease).expect("renewal reaches the store") {
+        Renewal::Renewed(l) => panic!("renewal should have been refused, got {l:?}"),
+        Renewal::Lost(r) => r,
+    }
+}
+
+fn held(owner: &Owner, slot: u32, fence: u64) -> SlotRecord {
+    SlotRecord {
+        owner: Some(owner.clone()),
+        last_owner_key: Some(owner.key.clone()),
+        fence,
+        expires_at: 1_000,
+        floor: 10,
+        ceiling: 2_000,
+        next_floor: 2_000,
+        ..SlotRecord::vacant(slot)
+    }
+}
+
+// ----------------------------------------------------------------------------------------------
+// The primitives
+// ----------------------------------------------------------------------------------------------
+
+/// A namespace never written has no record and no slots.
+pub fn snapshot_of_an_unknown_namespace_is_empty(open: Open) {
+    let store = open();
+    let ns = unique_namespace("unknown");
+    let snap = store.snapshot(&ns).unwrap();
+    assert_eq!(snap.namespace, None);
+    assert!(snap.slots.slots.is_empty(), "{:?}", snap.slots.slots);
+    assert_eq!(store.read_slot(&ns, 0).unwrap().1, None);
+}
+
+/// `cas_namespace` creates only where there is no record, and then writes only under the
+/// current version; a stale version writes nothing and returns `None`.
+pub fn cas_namespace_with_a_stale_version_writes_nothing(open: Open) {
+    let store = open();
+    let ns = unique_namespace("cas-ns");
+    let a = NamespaceRecord {
+        limit: 8,
+        tolerance_ms: 1_000,
+        not_before_ms: 0,
+    };
+    let b = NamespaceRecord {
+        not_before_ms: 5,
+        ..a
+    };
+    let v1 = store
+        .cas_namespace(&ns, None, &a)
+        .unwrap()
+        .expect("created");
+    assert_eq!(store.cas_namespace(&ns, None, &b).unwrap(), None);
+    let current = store.snapshot(&ns).unwrap().namespace;
+    assert_eq!(
+        current,
+        Some(Versioned {
+            value: a,
+            version: v1
+        })
+    );
+    assert_eq!(store.cas_namespace(&ns, Some(v1 ^ 1), &b).unwrap(), None);
+    let v2 = store
+        .cas_namespace(&ns, Some(v1), &b)
+        .unwrap()
+        .expect("the current version writes");
+    assert_eq!(store.cas_namespace(&ns, Some(v1), &a).unwrap(), None);
+    assert_eq!(
+        store.snapshot(&ns).unwrap().namespace,
+        Some(Versioned {
+            value: b,
+            version: v2
+        })
+    );
+}
+
+/// `cas_slot` creates only where there is no record, and then writes only under the current
+/// version; a stale version writes nothing and returns `None`.
+pub fn cas_slot_with_a_stale_version_writes_nothing(open: Open) {
+    let store = open();
+    let ns = unique_namespace("cas-slot");
+    let a = held(&Owner::new("a"), 3, 1);
+    let b = held(&Owner::new("b"), 3, 2);
+    let v1 = store.cas_slot(&ns, None, &a).unwrap().expect("created");
+    assert_eq!(store.cas_slot(&ns, None, &b).unwrap(), None);
+    assert_eq!(
+        record(&store, &ns, 3),
+        Versioned {
+            value: a.clone(),
+            version: v1
+        }
+    );
+    assert_eq!(store.cas_slot(&ns, Some(v1 ^ 1), &b).unwrap(), None);
+    assert_eq!(record(&store, &ns, 3).value, a);
+    let v2 = store
+        .cas_slot(&ns, Some(v1), &b)
+        .unwrap()
+        .expect("the current version writes");
+    assert_eq!(store.cas_slot(&ns, Some(v1), &a).unwrap(), None);
+    assert_eq!(
+        record(&store, &ns, 3),
+        Versioned {
+            value: b,
+            version: v2
+        }
+    );
+    // Another slot of the same namespace is its own key.
+    assert_eq!(store.read_slot(&ns, 4).unwrap().1, None);
+}
+
+/// Every field comes back exactly as written, over the whole range of its type (a store that
+/// keeps numbers as doubles would lose the low bits of large ones).
+pub fn slot_records_round_trip_every_field(open: Open) {
+    let store = open();
+    let ns = unique_namespace("round-trip");
+    let owner = Owner::new("hôst-ü:8080/✓ with spaces");
+    let extreme = SlotRecord {
+        slot: (1 << 20) - 1,
+        owner: Some(owner.clone()),
+        last_owner_key: Some("previous key".into()),
+        fence: (1 << 53) + 1,
+        expires_at: (1 << 53) + 3,
+        floor: i64::MIN,
+        ceiling: i64::MAX,
+        next_floor: i64::MAX - 1,
+    };
+    let released = SlotRecord {
+        slot: 0,
+        owner: None,
+        last_owner_key: Some(owner.key.clone()),
+        fence: 2,
+        expires_at: 1_700_000_000_123,
+        floor: -1,
+        ceiling: 1_700_000_001_123,
+        next_floor: 1_700_000_000_999,
+    };
+    let never = SlotRecord::vacant(7);
+    let mut versions = Vec::new();
+    for rec in [&extreme, &released, &never] {
+        versions.push(store.cas_slot(&ns, None, rec).unwrap().expect("created"));
+    }
+    for (rec, version) in [&extreme, &released, &never].into_iter().zip(&versions) {
+        assert_eq!(
+            record(&store, &ns, rec.slot),
+            Versioned {
+                value: rec.clone(),
+                version: *version
+            }
+        );
+    }
+    let mut snap = store.snapshot(&ns).unwrap().slots.slots;
+    snap.sort_by_key(|r| r.value.slot);
+    assert_eq!(
+        snap,
+        vec![
+            Versioned {
+                value: released,
+                version: versions[1]
+            },
+            Versioned {
+                value: never,
+                version: versions[2]
+            },
+            Versioned {
+                value: extreme,
+                version: versions[0]
+            },
+        ]
+    );
+    let ns_rec = NamespaceRecord {
+        limit: 1 << 20,
+        tolerance_ms: i64::MAX,
+        not_before_ms: (1 << 53) + 1,
+    };
+    let v = store.cas_namespace(&ns, None, &ns_rec).unwrap().unwrap();
+    assert_eq!(
+        store.snapshot(&ns).unwrap().namespace,
+        Some(Versioned {
+            value: ns_rec,
+            version: v
+        })
+    );
+}
+
+/// Records of one namespace are invisible in another, also for the same slot number.
+pub fn namespaces_are_isolated(open: Open) {
+    let store = open();
+    let (a, b) = (unique_namespace("iso-a"), unique_namespace("iso-b"));
+    let rec = held(&Owner::new("a"), 1, 1);
+    store.cas_slot(&a, None, &rec).unwrap().unwrap();
+    store
+        .cas_namespace(
+            &a,
+            None,
+            &NamespaceRecord {
+                limit: 2,
+                tolerance_ms: 1,
+                not_before_ms: 0,
+            },
+        )
+        .unwrap()
+        .unwrap();
+    let snap = store.snapshot(&b).unwrap();
+    assert_eq!(snap.namespace, None);
+    assert!(snap.slots.slots.is_empty());
+    assert_eq!(store.read_slot(&b, 1).unwrap().1, None);
+    // The same slot in namespace b is created fresh, not as a successor of a's.
+    let other = held(&Owner::new("b"), 1, 1);
+    store
+        .cas_slot(&b, None, &other)
+        .unwrap()
+        .expect("b has no record of slot 1 yet");
+    assert_eq!(record(&store, &a, 1).value, rec);
+    assert_eq!(record(&store, &b, 1).value, other);
+}
+
+/// No version is handed out twice for one key (a slot, a namespace record).
+pub fn versions_never_repeat_for_a_key(open: Open) {
+    let store = open();
+    let ns = unique_namespace("versions");
+    let owner = Owner::new("v");
+    let mut seen = HashSet::new();
+    let mut version = None;
+    for fence in 0..50u64 {
+        let v = store
+            .cas_slot(&ns, version, &held(&owner, 0, fence))
+            .unwrap()
+            .expect("the current version writes");
+        assert!(seen.insert(v), "slot version {v} handed out twice");
+        version = Some(v);
+    }
+    let mut seen = HashSet::new();
+    let mut version = None;
+    for i in 0..20 {
+        let rec = NamespaceRecord {
+            limit: 4,
+            tolerance_ms: 1_000,
+            not_before_ms: i,
+        };
+        let v = store.cas_namespace(&ns, version, &rec).unwrap().unwrap();
+        assert!(seen.insert(v), "namespace version {v} handed out twice");
+        version = Some(v);
+    }
+}
+
+/// Many writers racing one compare-and-set: exactly one wins, and its record is what the
+/// store keeps. Repeated under an existing version.
+pub fn concurrent_cas_on_one_slot_has_exactly_one_winner(open: Open) {
+    const N: usize = 16;
+    let ns = unique_namespace("cas-race");
+    let handles: Vec<SharedStore> = (0..4).map(|_| open()).collect();
+    let mut expected = None;
+    for round in 0..3u64 {
+        let barrier = Arc::new(Barrier::new(N));
+        let threads: Vec<_> = (0..N)
+            .map(|i| {
+                let store = handles[i % handles.len()].clone();
+                let (ns, barrier) = (ns.clone(), barrier.clone());
+                let rec = held(&Owner::new(format!("w{i}")), 0, round * 100 + i as u64);
+                thread::spawn(move || {
+                    barrier.wait();
+                    (rec.clone(), store.cas_slot(&ns, expected, &rec).unwrap())
+                })
+            })
+            .collect();
+        let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let winners: Vec<_> = results.iter().filter(|(_, v)| v.is_some()).collect();
+        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+        let (rec, version) = winners[0];
+        assert_eq!(
+            record(&handles[0], &ns, 0),
+            Versioned {
+                value: rec.clone(),
+                version: version.unwrap()
+            }
+        );
+        expected = *version;
+    }
+}
+
+/// A write through one handle is seen through another at once (linearizable).
+pub fn writes_are_visible_through_another_handle(open: Open) {
+    let (h1, h2) = (open(), open());
+    let ns = unique_namespace("handles");
+    let a = acquire(&client(&h1, &ns, 0, LONG), &Owner::new("a"));
+    let seen = record(&h2, &ns, 0);
+    assert_eq!(seen, record(&h1, &ns, 0));
+    assert_eq!(seen.value.owner.as_ref(), Some(&a.lease.owner));
+    let e = client(&h2, &ns, 0, LONG)
+        .acquire(&request(&Owner::new("b")))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Exhausted, "{e}");
+    let renewed = renewed(&client(&h2, &ns, 0, LONG), &a.lease);
+    assert_eq!(record(&h1, &ns, 0).value.expires_at, renewed.expires_at);
+}
+
+/// `describe()` is a store URL (without a password): it is what messages and logs show.
+pub fn describe_is_a_store_url(open: Open) {
+    let store = open();
+    let described = store.describe();
+    if let Err(e) = StoreUrl::parse(&described) {
+        panic!("describe() gave '{described}', not a store URL: {e}");
+    }
+}
+
+// ----------------------------------------------------------------------------------------------
+// The namespace record {limit, tolerance} (D20)
+// ----------------------------------------------------------------------------------------------
+
+/// The first runtime writes `{limit = 2^bits, tolerance}`; the next one with the same values
+/// reads it back.
+pub fn open_namespace_records_limit_and_tolerance(open: Open) {
+    let store = open();
+    let ns = unique_namespace("ns-open");
+    let terms = Terms {
+        ttl_ms: 30_000,
+        tolerance_ms: 1_500,
+    };
+    let rec = client(&store, &ns, 5, terms).open_namespace().unwrap();
+    let want = NamespaceRecord {
+        limit: 32,
+        tolerance_ms: 1_500,
+        not_before_ms: 0,
+    };
+    assert_eq!(rec, want);
+    assert_eq!(store.snapshot(&ns).unwrap().namespace.unwrap().value, want);
+    // Another ttl is fine: only limit and tolerance are the namespace's.
+    let again = client(
+        &open(),
+        &ns,
+        5,
+        Terms {
+            ttl_ms: 5_000,
+            ..terms
+        },
+    );
+    assert_eq!(again.open_namespace().unwrap(), want);
+}
+
+fn assert_mismatch(e: cosid_core::Error, ns: &str, recorded: &str, asked: &str) {
+    assert_eq!(e.kind(), ErrorKind::NamespaceMismatch, "{e}");
+    let m = e.message();
+    let at = m
+        .find(ns)
+        .unwrap_or_else(|| panic!("names the namespace: {m}"));
+    // Look past the namespace, whose random part may hold the digits looked for.
+    let m = &m[at + ns.len()..];
+    let (r, a) = (
+        m.find(recorded)
+            .unwrap_or_else(|| panic!("names '{recorded}': {m}")),
+        m.find(asked)
+            .unwrap_or_else(|| panic!("names '{asked}': {m}")),
+    );
+    assert!(r < a, "names the recorded value, then the asked one: {m}");
+}
+
+/// A runtime asking for another limit is refused, naming both values.
+pub fn namespace_limit_mismatch_is_refused_naming_both_values(open: Open) {
+    let store = open();
+    let ns = unique_namespace("ns-limit");
+    acquire(&client(&store, &ns, 4, LONG), &Owner::new("a"));
+    let other = client(&store, &ns, 6, LONG);
+    let e = other.open_namespace().unwrap_err();
+    assert_mismatch(e, &ns, "limit 16", "64");
+    let e = other.acquire(&request(&Owner::new("b"))).unwrap_err();
+    assert_mismatch(e, &ns, "limit 16", "64");
+    assert_eq!(
+        store.snapshot(&ns).unwrap().namespace.unwrap().value.limit,
+        16
+    );
+}
+
+/// A runtime asking for another tolerance is refused, naming both values.
+pub fn namespace_tolerance_mismatch_is_refused_naming_both_values(open: Open) {
+    let store = open();
+    let ns = unique_namespace("ns-tolerance");
+    acquire(&client(&store, &ns, 2, LONG), &Owner::new("a"));
+    let other = client(
+        &store,
+        &ns,
+        2,
+        Terms {
+            ttl_ms: 60_000,
+            tolerance_ms: 2_000,
+        },
+    );
+    let e = other.open_namespace().unwrap_err();
+    assert_mismatch(e, &ns, "tolerance 1s", "2s");
+    let e = other.acquire(&request(&Owner::new("b"))).unwrap_err();
+    assert_mismatch(e, &ns, "tolerance 1s", "2s");
+    let snap = store.snapshot(&ns).unwrap();
+    assert_eq!(snap.namespace.unwrap().value.tolerance_ms, 1_000);
+    assert_eq!(
+        snap.slots.slots.len(),
+        1,
+        "the refused runtime took no slot"
+    );
+}
+
+// ----------------------------------------------------------------------------------------------
+// acquire: fence+1; floor = next_floor; expiresAt = now+ttl; ceiling = max(expiresAt+tol,
+// floor); next_floor = ceiling
+// ----------------------------------------------------------------------------------------------
+
+fn assert_acquired_by_the_table(
+    store: &SharedStore,
+    ns: &str,
+    got: &SlotLease,
+    before: &SlotRecord,
+    terms: Terms,
+) {
+    assert_eq!(got.fence, before.fence + 1, "fence + 1");
+    assert_eq!(got.floor, before.next_floor, "floor = next_floor");
+    assert_eq!(
+        got.expires_at,
+        got.store_now + terms.ttl_ms,
+        "expiresAt = now + ttl"
+    );
+    assert_eq!(
+        got.ceiling,
+        (got.expires_at + terms.tolerance_ms).max(got.floor),
+        "ceiling = max(expiresAt + tolerance, floor)"
+    );
+    let stored = record(store, ns, got.slot).value;
+    assert_eq!(stored.next_floor, got.ceiling, "next_floor = ceiling");
+    assert_eq!(
+        (
+            stored.fence,
+            stored.floor,
+            stored.ceiling,
+            stored.expires_at
+        ),
+        (got.fence, got.floor, got.ceiling, got.expires_at),
+        "the store keeps what was granted"
+    );
+    assert_eq!(stored.owner.as_ref(), Some(&got.owner));
+    assert_eq!(
+        stored.last_owner_key.as_deref(),
+        Some(got.owner.key.as_str())
+    );
+}
+
+/// An acquisition changes the slot exactly as the spec's table says, on a never-used slot and
+/// on one a previous holder released.
+pub fn acquire_follows_the_table(open: Open) {
+    let store = open();
+    let ns = unique_namespace("acquire");
+    let c = client(&store, &ns, 0, LONG);
+    let a = acquire(&c, &Owner::new("a"));
+    assert_eq!((a.lease.slot, a.choice), (0, Choice::Lowest));
+    assert_acquired_by_the_table(&store, &ns, &a.lease, &SlotRecord::vacant(0), LONG);
+    let last = a.lease.floor + 12_345;
+    assert!(c.release(&a.lease, Some(last)).unwrap());
+    let before = record(&store, &ns, 0).value;
+    let b = acquire(&c, &Owner::new("b"));
+    assert_acquired_by_the_table(&store, &ns, &b.lease, &before, LONG);
+    assert_eq!((b.lease.fence, b.lease.floor), (3, last));
+}
+
+/// A floor above the store's clock (a higher `floor_at_least`) gives `ceiling = floor`: an empty
+/// window, never one that ends below its start.
+pub fn acquire_ceiling_is_never_below_the_floor(open: Open) {
+    let store = open();
+    let ns = unique_namespace("ceiling-floor");
+    let c = client(&store, &ns, 0, LONG);
+    let far = store.snapshot(&ns).unwrap().slots.store_now + 10 * 86_400_000;
+    let a = acquire_with(
+        &c,
+        AcquireRequest {
+            floor_at_least: far,
+            ..request(&Owner::new("a"))
+        },
+    );
+    assert_eq!((a.lease.floor, a.lease.ceiling), (far, far));
+    assert!(a.lease.expires_at + LONG.tolerance_ms < far);
+    assert_eq!(record(&store, &ns, 0).value.next_floor, far);
+}
+
+// ----------------------------------------------------------------------------------------------
+// renew: incarnation and fence match; expiresAt = max(expiresAt, now+ttl); ceiling and
+// next_floor follow; fence unchanged
+// ----------------------------------------------------------------------------------------------
+
+/// A renewal extends expiry and ceiling by the table and keeps the fence and the floor.
+pub fn renew_extends_the_lease_and_keeps_the_fence(open: Open) {
+    let store = open();
+    let ns = unique_namespace("renew");
+    let c = client(&store, &ns, 1, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    thread::sleep(Duration::from_millis(20));
+    let r = renewed(&c, &a);
+    assert_eq!(
+        (r.slot, r.fence, r.floor, &r.owner),
+        (a.slot, a.fence, a.floor, &a.owner)
+    );
+    assert_eq!(r.expires_at, a.expires_at.max(r.store_now + LONG.ttl_ms));
+    assert_eq!(
+        r.ceiling,
+        a.ceiling.max(r.expires_at + LONG.tolerance_ms).max(r.floor)
+    );
+    assert!(r.expires_at >= a.expires_at && r.ceiling >= a.ceiling);
+    let stored = record(&store, &ns, a.slot).value;
+    assert_eq!(
+        (
+            stored.fence,
+            stored.expires_at,
+            stored.ceiling,
+            stored.next_floor
+        ),
+        (a.fence, r.expires_at, r.ceiling, r.ceiling)
+    );
+}
+
+/// Renewing with an old copy of the lease (a replay) succeeds, and lowers neither expiry nor
+/// ceiling nor next_floor.
+pub fn replayed_renewal_succeeds_and_lowers_nothing(open: Open) {
+    let store = open();
+    let ns = unique_namespace("renew-replay");
+    let c = client(&store, &ns, 0, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    let first = renewed(&c, &a);
+    let before = record(&store, &ns, 0).value;
+    let replay = renewed(&c, &a);
+    let after = record(&store, &ns, 0).value;
+    assert_eq!(replay.fence, a.fence);
+    assert!(
+        replay.expires_at >= first.expires_at,
+        "{replay:?} {first:?}"
+    );
+    assert!(replay.ceiling >= first.ceiling);
+    assert!(after.expires_at >= before.expires_at);
+    assert!(after.ceiling >= before.ceiling);
+    assert!(after.next_floor >= before.next_floor);
+    assert_eq!((after.floor, after.fence), (before.floor, before.fence));
+    // A renewal that would end sooner (a shorter ttl, like an old request arriving late)
+    // succeeds and leaves expiry, ceiling and next_floor where they were.
+    let hasty = client(
+        &store,
+        &ns,
+        0,
+        Terms {
+            ttl_ms: 1_000,
+            ..LONG
+        },
+    );
+    let late = renewed(&hasty, &a);
+    let kept = record(&store, &ns, 0).value;
+    assert_eq!(
+        (late.expires_at, late.ceiling),
+        (after.expires_at, after.ceiling)
+    );
+    assert_eq!(
+        (kept.expires_at, kept.ceiling, kept.next_floor),
+        (after.expires_at, after.ceiling, after.next_floor)
+    );
+}
+
+/// A renewal under a fence other than the current one is refused as lost, and writes nothing.
+pub fn renew_with_a_stale_fence_is_lost(open: Open) {
+    let store = open();
+    let ns = unique_namespace("renew-fence");
+    let c = client(&store, &ns, 0, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    let before = record(&store, &ns, 0);
+    for fence in [a.fence - 1, a.fence + 1] {
+        let stale = SlotLease { fence, ..a.clone() };
+        assert_eq!(
+            lost(&c, &stale),
+            Refusal::NotHolder {
+                owner: Some(a.owner.clone()),
+                fence: a.fence
+            }
+        );
+    }
+    assert_eq!(
+        record(&store, &ns, 0),
+        before,
+        "a refused renewal writes nothing"
+    );
+}
+
+/// Another incarnation of the same owner key cannot renew the lease.
+pub fn renew_by_another_incarnation_is_lost(open: Open) {
+    let store = open();
+    let ns = unique_namespace("renew-twin");
+    let c = client(&store, &ns, 0, LONG);
+    let a = acquire(&c, &Owner::new("svc:1")).lease;
+    let before = record(&store, &ns, 0);
+    let twin = SlotLease {
+        owner: Owner::new("svc:1"),
+        ..a.clone()
+    };
+    assert_eq!(
+        lost(&c, &twin),
+        Refusal::NotHolder {
+            owner: Some(a.owner.clone()),
+            fence: a.fence
+        }
+    );
+    assert_eq!(record(&store, &ns, 0), before);
+    assert!(!c.release(&twin, None).unwrap(), "nor release it");
+    assert_eq!(record(&store, &ns, 0), before);
+}
+
+/// After a release the old lease cannot be renewed (its fence is gone).
+pub fn renew_after_release_is_lost(open: Open) {
+    let store = open();
+    let ns = unique_namespace("renew-released");
+    let c = client(&store, &ns, 0, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    assert!(c.release(&a, None).unwrap());
+    assert_eq!(
+        lost(&c, &a),
+        Refusal::NotHolder {
+            owner: None,
+            fence: a.fence + 1
+        }
+    );
+}
+
+// ----------------------------------------------------------------------------------------------
+// release: incarnation and fence match; owner cleared; next_floor = max(floor, min(lastIssued,
+// ceiling)); fence+1
+// ----------------------------------------------------------------------------------------------
+
+/// A clean release hands the exact last issued timestamp to the next holder, which starts
+/// right after it.
+pub fn release_clears_the_owner_and_hands_over_the_last_issued_timestamp(open: Open) {
+    let store = open();
+    let ns = unique_namespace("release");
+    let c = client(&store, &ns, 0, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    let last = a.store_now;
+    assert!(a.floor < last && last <= a.ceiling);
+    assert!(c.release(&a, Some(last)).unwrap());
+    let rec = record(&store, &ns, 0).value;
+    assert_eq!(rec.owner, None, "owner cleared");
+    assert_eq!(rec.fence, a.fence + 1, "fence + 1");
+    assert_eq!(
+        rec.next_floor, last,
+        "next_floor = the last issued timestamp"
+    );
+    assert_eq!(
+        (rec.floor, rec.ceiling, rec.last_owner_key.as_deref()),
+        (a.floor, a.ceiling, Some("a"))
+    );
+    let b = acquire(&c, &Owner::new("b")).lease;
+    assert_eq!((b.slot, b.floor, b.fence), (0, last, a.fence + 2));
+}
+
+/// A holder that issued nothing hands over its own floor, not its ceiling.
+pub fn release_of_a_holder_that_issued_nothing_sets_next_floor_to_floor(open: Open) {
+    let store = open();
+    let ns = unique_namespace("release-nothing");
+    let c = client(&store, &ns, 0, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    let handed = a.store_now;
+    assert!(c.release(&a, Some(handed)).unwrap());
+    let b = acquire(&c, &Owner::new("b")).lease;
+    assert_eq!(b.floor, handed);
+    assert!(b.floor < b.ceiling);
+    assert!(c.release(&b, None).unwrap());
+    assert_eq!(record(&store, &ns, 0).value.next_floor, b.floor);
+    let next = acquire(&c, &Owner::new("c")).lease;
+    assert_eq!(next.floor, handed);
+}
+
+/// A last issued timestamp outside the window is clamped into `[floor, ceiling]`.
+pub fn release_clamps_last_issued_into_the_window(open: Open) {
+    let store = open();
+    let ns = unique_namespace("release-clamp");
+    let c = client(&store, &ns, 0, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    assert!(c.release(&a, Some(a.ceiling + 1_000_000)).unwrap());
+    assert_eq!(record(&store, &ns, 0).value.next_floor, a.ceiling);
+    let b = acquire(&c, &Owner::new("b")).lease;
+    assert_eq!(b.floor, a.ceiling);
+    assert!(c.release(&b, Some(b.floor - 1_000_000)).unwrap());
+    assert_eq!(record(&store, &ns, 0).value.next_floor, b.floor);
+}
+
+/// Releasing a lease twice, or with a stale fence, reports it gone and writes nothing.
+pub fn release_of_a_lost_lease_changes_nothing(open: Open) {
+    let store = open();
+    let ns = unique_namespace("release-lost");
+    let c = client(&store, &ns, 0, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    let stale = SlotLease {
+        fence: a.fence + 7,
+        ..a.clone()
+    };
+    let before = record(&store, &ns, 0);
+    assert!(!c.release(&stale, Some(a.ceiling)).unwrap());
+    assert_eq!(record(&store, &ns, 0), before);
+    assert!(c.release(&a, None).unwrap());
+    let released = record(&store, &ns, 0);
+    assert!(!c.release(&a, Some(a.ceiling)).unwrap());
+    assert_eq!(record(&store, &ns, 0), released);
+}
+
+// ----------------------------------------------------------------------------------------------
+// expiry
+// ----------------------------------------------------------------------------------------------
+
+/// A lease past its expiry is free: another owner takes the slot with fence + 1 and a floor at
+/// the old holder's ceiling (it did not release), and the old holder's renewal is refused.
+pub fn expired_lease_is_free_for_another_owner(open: Open) {
+    let store = open();
+    let ns = unique_namespace("expiry");
+    let short = Terms {
+        ttl_ms: 1,
+        tolerance_ms: 1_000,
+    };
+    let c = client(&store, &ns, 0, short);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    thread::sleep(Duration::from_millis(50));
+    let b = acquire(&c, &Owner::new("b"));
+    assert_eq!((b.lease.slot, b.lease.fence), (0, a.fence + 1));
+    assert_eq!(
+        b.lease.floor, a.ceiling,
+        "floor = the expired holder's ceiling"
+    );
+    assert!(b.duplicate_owner_key.is_empty());
+    assert_eq!(
+        lost(&c, &a),
+        Refusal::NotHolder {
+            owner: Some(b.lease.owner.clone()),
+            fence: b.lease.fence
+        }
+    );
+    assert!(!c.release(&a, None).unwrap());
+    assert_eq!(record(&store, &ns, 0).value.owner, Some(b.lease.owner));
+}
+
+/// A live lease is never taken: with one slot, the next owner gets `Exhausted`.
+pub fn live_lease_is_not_taken(open: Open) {
+    let store = open();
+    let ns = unique_namespace("live");
+    let c = client(&store, &ns, 0, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    let before = record(&store, &ns, 0);
+    thread::sleep(Duration::from_millis(50));
+    let e = c.acquire(&request(&Owner::new("b"))).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Exhausted, "{e}");
+    assert_eq!(record(&store, &ns, 0), before);
+    assert_eq!(renewed(&c, &a).fence, a.fence);
+}
+
+// ----------------------------------------------------------------------------------------------
+// choosing a slot: own, preferred, sticky, lowest, exhausted
+// ----------------------------------------------------------------------------------------------
+
+/// With every slot held, `Exhausted` names the namespace, the slot count and the earliest
+/// expiry to wait for.
+pub fn exhausted_names_the_earliest_expiry(open: Open) {
+    let store = open();
+    let ns = unique_namespace("exhausted");
+    let c = client(&store, &ns, 1, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    // Only so that the two expiries differ and "earliest" means something.
+    thread::sleep(Duration::from_millis(20));
+    let b = acquire(&c, &Owner::new("b")).lease;
+    let e = c.acquire(&request(&Owner::new("c"))).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Exhausted, "{e}");
+    let earliest = a.expires_at.min(b.expires_at);
+    let m = e.message();
+    assert!(
+        m.contains(&cosid_core::time::format_rfc3339_ms(earliest)),
+        "names the earliest expiry: {m}"
+    );
+    assert!(m.contains(&ns) && m.contains("2 slots"), "{m}");
+}
+
+/// The same `(key, incarnation)` acquiring again (a retry after a lost reply) gets the slot it
+/// already holds, under the same fence, and takes no second slot.
+pub fn retry_with_the_same_owner_gets_its_own_slot_back(open: Open) {
+    let store = open();
+    let ns = unique_namespace("retry");
+    let c = client(&store, &ns, 2, LONG);
+    acquire(&c, &Owner::new("x"));
+    let a = Owner::new("a");
+    let first = acquire(&c, &a).lease;
+    let again = acquire_with(
+        &c,
+        AcquireRequest {
+            preferred_slot: Some(3),
+            ..request(&a)
+        },
+    );
+    assert_eq!(again.choice, Choice::Own);
+    assert_eq!(
+        (again.lease.slot, again.lease.fence, again.lease.floor),
+        (first.slot, first.fence, first.floor)
+    );
+    assert!(again.lease.ceiling >= first.ceiling);
+    let held_by_a = store
+        .snapshot(&ns)
+        .unwrap()
+        .slots
+        .slots
+        .into_iter()
+        .filter(|r| r.value.owner.as_ref() == Some(&a))
+        .count();
+    assert_eq!(held_by_a, 1);
+}
+
+/// A live lease of the same owner key and another incarnation is never taken over, not even
+/// when it holds the preferred slot: the newcomer gets another slot and is told which slot
+/// holds its key.
+pub fn live_lease_of_the_same_key_is_never_taken_over(open: Open) {
+    let store = open();
+    let ns = unique_namespace("dup-key");
+    let c = client(&store, &ns, 2, LONG);
+    let first = acquire(&c, &Owner::new("svc:8080"));
+    assert!(first.duplicate_owner_key.is_empty());
+    let before = record(&store, &ns, first.lease.slot);
+    let second = acquire_with(
+        &c,
+        AcquireRequest {
+            preferred_slot: Some(first.lease.slot),
+            ..request(&Owner::new("svc:8080"))
+        },
+    );
+    assert_ne!(second.lease.slot, first.lease.slot);
+    assert_eq!(second.duplicate_owner_key, vec![first.lease.slot]);
+    assert_eq!(record(&store, &ns, first.lease.slot), before);
+    assert_eq!(renewed(&c, &first.lease).fence, first.lease.fence);
+}
+
+/// With no other slot free, the second incarnation gets `Exhausted`, never the first's slot.
+pub fn duplicate_owner_key_with_no_free_slot_is_exhausted_not_a_takeover(open: Open) {
+    let store = open();
+    let ns = unique_namespace("dup-key-full");
+    let c = client(&store, &ns, 0, LONG);
+    acquire(&c, &Owner::new("svc:8080"));
+    let before = record(&store, &ns, 0);
+    let e = c.acquire(&request(&Owner::new("svc:8080"))).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Exhausted, "{e}");
+    assert_eq!(record(&store, &ns, 0), before);
+}
+
+/// A free slot whose last owner had the same key is taken before the lowest free slot.
+pub fn sticky_slot_is_preferred_over_the_lowest(open: Open) {
+    let store = open();
+    let ns = unique_namespace("sticky");
+    let c = client(&store, &ns, 2, LONG);
+    let x = acquire(&c, &Owner::new("x")).lease;
+    let k = acquire(&c, &Owner::new("k")).lease;
+    assert_eq!((x.slot, k.slot), (0, 1));
+    let handed = k.store_now;
+    assert!(c.release(&k, Some(handed)).unwrap());
+    assert!(c.release(&x, None).unwrap());
+    let k2 = acquire(&c, &Owner::new("k"));
+    assert_eq!((k2.lease.slot, k2.choice), (1, Choice::Sticky));
+    assert_eq!(k2.lease.floor, handed);
+    let y = acquire(&c, &Owner::new("y"));
+    assert_eq!((y.lease.slot, y.choice), (0, Choice::Lowest));
+}
+
+/// A free preferred slot is taken.
+pub fn preferred_slot_is_taken_when_free(open: Open) {
+    let store = open();
+    let ns = unique_namespace("preferred");
+    let c = client(&store, &ns, 3, LONG);
+    let a = acquire_with(
+        &c,
+        AcquireRequest {
+            preferred_slot: Some(5),
+            ..request(&Owner::new("a"))
+        },
+    );
+    assert_eq!((a.lease.slot, a.choice), (5, Choice::Preferred));
+    assert_eq!(record(&store, &ns, 5).value.owner, Some(a.lease.owner));
+}
+
+/// The preferred slot comes before a sticky one.
+pub fn preferred_slot_beats_sticky(open: Open) {
+    let store = open();
+    let ns = unique_namespace("preferred-sticky");
+    let c = client(&store, &ns, 2, LONG);
+    let k = acquire(&c, &Owner::new("k")).lease;
+    assert!(c.release(&k, None).unwrap());
+    let k2 = acquire_with(
+        &c,
+        AcquireRequest {
+            preferred_slot: Some(3),
+            ..request(&Owner::new("k"))
+        },
+    );
+    assert_eq!((k2.lease.slot, k2.choice), (3, Choice::Preferred));
+}
+
+/// A preferred slot that is held, or beyond the namespace's slots, falls back to the lowest
+/// free slot.
+pub fn held_or_out_of_range_preferred_slot_falls_back_to_the_lowest(open: Open) {
+    let store = open();
+    let ns = unique_namespace("preferred-fallback");
+    let c = client(&store, &ns, 2, LONG);
+    let prefer = |owner: &str, slot| {
+        acquire_with(
+            &c,
+            AcquireRequest {
+                preferred_slot: Some(slot),
+                ..request(&Owner::new(owner))
+            },
+        )
+    };
+    let a = prefer("a", 2);
+    assert_eq!((a.lease.slot, a.choice), (2, Choice::Preferred));
+    let b = prefer("b", 2);
+    assert_eq!((b.lease.slot, b.choice), (0, Choice::Lowest));
+    let c2 = prefer("c", 99);
+    assert_eq!((c2.lease.slot, c2.choice), (1, Choice::Lowest));
+    assert_eq!(store.read_slot(&ns, 99).unwrap().1, None);
+}
+
+// ----------------------------------------------------------------------------------------------
+// not-before (the 4.x migration)
+// ----------------------------------------------------------------------------------------------
+
+/// After `raise_not_before`, every acquisition (of a used slot or a never-used one) gets a
+/// floor at least that high.
+pub fn raise_not_before_lifts_every_later_floor(open: Open) {
+    let store = open();
+    let ns = unique_namespace("not-before");
+    let c = client(&store, &ns, 1, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    assert!(c.release(&a, Some(a.store_now)).unwrap());
+    let nb = a.store_now + 10 * 86_400_000;
+    let rec = LeaseClient::raise_not_before(&store, &ns, nb).unwrap();
+    assert_eq!((rec.not_before_ms, rec.limit), (nb, 2));
+    let b = acquire(&c, &Owner::new("b")).lease;
+    let d = acquire(&c, &Owner::new("d")).lease;
+    assert_eq!(
+        [(b.slot, b.floor, b.ceiling), (d.slot, d.floor, d.ceiling)],
+        [(0, nb, nb), (1, nb, nb)]
+    );
+}
+
+/// `raise_not_before` on a namespace no runtime opened yet leaves a record the first runtime
+/// completes with its limit and tolerance, keeping not-before.
+pub fn raise_not_before_on_a_new_namespace_is_completed_by_the_first_runtime(open: Open) {
+    let store = open();
+    let ns = unique_namespace("not-before-new");
+    let nb = store.snapshot(&ns).unwrap().slots.store_now + 86_400_000;
+    LeaseClient::raise_not_before(&store, &ns, nb).unwrap();
+    let c = client(&store, &ns, 3, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    assert_eq!(a.floor, nb);
+    assert_eq!(
+        store.snapshot(&ns).unwrap().namespace.unwrap().value,
+        NamespaceRecord {
+            limit: 8,
+            tolerance_ms: LONG.tolerance_ms,
+            not_before_ms: nb
+        }
+    );
+}
+
+/// Not-before only rises.
+pub fn raise_not_before_never_lowers(open: Open) {
+    let store = open();
+    let ns = unique_namespace("not-before-lower");
+    client(&store, &ns, 1, LONG).open_namespace().unwrap();
+    LeaseClient::raise_not_before(&store, &ns, 5_000_000).unwrap();
+    let rec = LeaseClient::raise_not_before(&store, &ns, 4_000_000).unwrap();
+    assert_eq!(rec.not_before_ms, 5_000_000);
+    let stored = store.snapshot(&ns).unwrap().namespace.unwrap().value;
+    assert_eq!(stored.not_before_ms, 5_000_000);
+}
+
+// ----------------------------------------------------------------------------------------------
+// many acquirers at once
+// ----------------------------------------------------------------------------------------------
+
+/// `2^bits` threads, each its own owner, acquire at once (through a few handles): they get
+/// slots `0..2^bits` exactly once each, and one more acquirer gets `Exhausted`.
+pub fn every_slot_once_to_concurrent_acquirers(open: Open, bits: u8) {
+    let n = 1usize << bits;
+    let ns = unique_namespace(&format!("concurrent-{n}"));
+    let handles: Vec<SharedStore> = (0..8).map(|_| open()).collect();
+    let barrier = Arc::new(Barrier::new(n));
+    let threads: Vec<_> = (0..n)
+        .map(|i| {
+            let c = client(&handles[i % handles.len()], &ns, bits, LONG);
+            let barrier = barrier.clone();
+            thread::Builder::new()
+                .stack_size(256 * 1024)
+                .spawn(move || {
+                    let owner = Owner::new(format!("acquirer-{i}"));
+                    barrier.wait();
+                    c.acquire(&request(&owner))
+                })
+                .expect("spawn an acquirer thread")
+        })
+        .collect();
+    let mut acquired: Vec<SlotLease> = threads
+        .into_iter()
+        .map(|t| {
+            t.join()
+                .expect("acquirer thread")
+                .unwrap_or_else(|e| panic!("every acquirer gets a slot: {e}"))
+                .lease
+        })
+        .collect();
+    acquired.sort_by_key(|l| l.slot);
+    let slots: Vec<u32> = acquired.iter().map(|l| l.slot).collect();
+    assert_eq!(slots, (0..n as u32).collect::<Vec<_>>());
+    let mut stored = handles[0].snapshot(&ns).unwrap().slots.slots;
+    stored.sort_by_key(|r| r.value.slot);
+    assert_eq!(stored.len(), n);
+    for (lease, rec) in acquired.iter().zip(&stored) {
+        assert_eq!(rec.value.owner.as_ref(), Some(&lease.owner));
+        assert_eq!((rec.value.fence, lease.fence), (1, 1));
+    }
+    let e = client(&handles[1], &ns, bits, LONG)
+        .acquire(&request(&Owner::new("one-more")))
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Exhausted, "{e}");
+}
+
+/// [`every_slot_once_to_concurrent_acquirers`] with 64 slots.
+pub fn every_slot_once_to_64_concurrent_acquirers_then_exhausted(open: Open) {
+    every_slot_once_to_concurrent_acquirers(open, 6);
+}
+
+/// [`every_slot_once_to_concurrent_acquirers`] with 1024 slots (the default bits).
+pub fn every_slot_once_to_1024_concurrent_acquirers_then_exhausted(open: Open) {
+    every_slot_once_to_concurrent_acquirers(open, 10);
+}
+
+// ----------------------------------------------------------------------------------------------
+// For stores whose clock a test can set (memory, SQLite): not part of the macro
+// ----------------------------------------------------------------------------------------------
+
+/// Expiry follows the store's clock to the millisecond, and a store clock that jumps back
+/// lowers nothing: `store` must use `clock` as its store clock.
+pub fn expiry_follows_the_store_clock_exactly(store: SharedStore, clock: &ManualClock) {
+    let ns = unique_namespace("expiry-exact");
+    let c = client(&store, &ns, 0, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    assert_eq!(
+        a.store_now,
+        clock.now_ms(),
+        "the lease reports the store clock"
+    );
+    assert_eq!(a.expires_at, a.store_now + LONG.ttl_ms);
+    clock.set(a.expires_at - 1);
+    let e = c.acquire(&request(&Owner::new("b"))).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Exhausted, "one ms before expiry: {e}");
+    clock.set(a.expires_at);
+    let b = acquire(&c, &Owner::new("b")).lease;
+    assert_eq!(
+        (b.store_now, b.floor, b.fence),
+        (a.expires_at, a.ceiling, a.fence + 1)
+    );
+    // The store clock jumps back an hour: the renewal keeps expiry and ceiling.
+    clock.set(a.store_now - 3_600_000);
+    let r = renewed(&c, &b);
+    assert_eq!((r.expires_at, r.ceiling), (b.expires_at, b.ceiling));
+    assert_eq!(
+        lost(&c, &a),
+        Refusal::NotHolder {
+            owner: Some(b.owner.clone()),
+            fence: b.fence
+        }
+    );
+}
