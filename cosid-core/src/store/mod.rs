@@ -18,7 +18,17 @@ use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
 use std::fmt;
 use std::sync::Arc;
 
+#[cfg(any(feature = "redis", feature = "postgres", feature = "etcd"))]
+mod blocking;
+#[cfg(any(feature = "redis", feature = "etcd"))]
+mod codec;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "redis")]
+pub mod redis;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 mod url;
@@ -96,6 +106,14 @@ fn open_parsed(url: &StoreUrl) -> Result<SharedStore> {
         StoreUrl::Memory { name } => Ok(memory::MemoryStore::named(name)),
         #[cfg(feature = "sqlite")]
         StoreUrl::Sqlite { path } => Ok(Arc::new(sqlite::SqliteStore::open(path)?)),
+        #[cfg(feature = "redis")]
+        StoreUrl::Redis { .. } => Ok(redis::RedisStore::open(url)?),
+        #[cfg(feature = "postgres")]
+        StoreUrl::Postgres { .. } => Ok(postgres::PostgresStore::open(url)?),
+        #[cfg(feature = "etcd")]
+        StoreUrl::Etcd { .. } => Ok(etcd::EtcdStore::open(url)?),
+        // Unreachable when every store's feature is on.
+        #[allow(unreachable_patterns)]
         other => Err(Error::config(format!(
             "store '{}' needs the '{}' feature, which this build of cosid does not have; rebuild \
              with `--features {}`",

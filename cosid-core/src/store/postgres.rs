@@ -1,0 +1,819 @@
+//! `postgres://` and `postgresql://`: the slot store in PostgreSQL.
+//!
+//! Each primitive is one prepared SQL statement, so one round trip, and one atomic step: the
+//! reads are single `SELECT`s (one snapshot under any isolation level) that also return
+//! `clock_timestamp()` as the store clock; the compare-and-sets are `UPDATE … WHERE version = $n`
+//! or `INSERT … ON CONFLICT DO NOTHING`, each `RETURNING` its new version from the sequence
+//! `cosid_version_seq`, which never repeats (it starts at the server's clock in microseconds
+//! when it is created, so it also lies above the versions of a database that was lost, unless
+//! the server clock went back).
+//!
+//! The schema is created on first use by every new connection, under a transaction-scoped
+//! advisory lock (so many processes starting at once do not trip over each other's
+//! `CREATE TABLE`), and versioned in `cosid_schema`: a database with a newer schema version than
+//! this build knows is refused with an error that says so.
+//!
+//! TLS follows the URL's `sslmode`: `disable`, `allow` and `prefer` connect in plain text;
+//! `require` encrypts without checking the certificate (libpq's meaning, unless `sslrootcert`
+//! is given, when it verifies like `verify-ca`); `verify-ca` checks the chain; `verify-full`
+//! checks the chain and the host name. Roots come from `sslrootcert` (a PEM file) or else the
+//! system's store. rustls with the ring provider does the TLS.
+//!
+//! What PostgreSQL must be set up to keep for uniqueness to hold is in `docs/stores.md`.
+
+use super::blocking::{Failure, IoRuntime, DEFAULT_TIMEOUT};
+use super::{NamespaceSnapshot, SlotStore, StoreUrl};
+use crate::error::{Error, Result};
+use crate::lease::{NamespaceRecord, Owner, SlotRecord, Snapshot, Versioned};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_postgres::config::SslMode;
+use tokio_postgres::{Client, NoTls, Row, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+/// The schema version this build writes and reads.
+const SCHEMA_VERSION: i32 = 1;
+
+/// Key of the advisory lock held while the schema is checked and created ("cosid" in ASCII).
+const SCHEMA_LOCK: i64 = 0x636f_7369_64;
+
+const SCHEMA_HEAD: &str = "
+CREATE TABLE IF NOT EXISTS cosid_schema (
+    id      integer PRIMARY KEY CHECK (id = 1),
+    version integer NOT NULL
+);
+INSERT INTO cosid_schema (id, version) VALUES (1, 1) ON CONFLICT (id) DO NOTHING;
+";
+
+const SCHEMA_V1: &str = "
+DO $$ BEGIN
+  EXECUTE format('CREATE SEQUENCE IF NOT EXISTS cosid_version_seq START WITH %s',
+                 floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
+END $$;
+CREATE TABLE IF NOT EXISTS cosid_namespace (
+    namespace     text PRIMARY KEY,
+    version       bigint NOT NULL,
+    slot_limit    bigint NOT NULL,
+    tolerance_ms  bigint NOT NULL,
+    not_before_ms bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cosid_slot (
+    namespace         text    NOT NULL,
+    slot              integer NOT NULL,
+    version           bigint  NOT NULL,
+    owner_key         text,
+    owner_incarnation uuid,
+    last_owner_key    text,
+    fence             bigint  NOT NULL,
+    expires_at        bigint  NOT NULL,
+    floor_ms          bigint  NOT NULL,
+    ceiling_ms        bigint  NOT NULL,
+    next_floor_ms     bigint  NOT NULL,
+    PRIMARY KEY (namespace, slot)
+);
+";
+
+/// The store clock in ms, evaluated once per statement (a volatile CTE is not inlined).
+const CLOCK: &str =
+    "WITH c AS (SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now)";
+
+const SLOT_COLUMNS: &str = "s.slot, s.version, s.owner_key, s.owner_incarnation, \
+     s.last_owner_key, s.fence, s.expires_at, s.floor_ms, s.ceiling_ms, s.next_floor_ms";
+
+fn snapshot_sql() -> String {
+    format!(
+        "{CLOCK} SELECT c.now, n.version, n.slot_limit, n.tolerance_ms, n.not_before_ms, \
+         {SLOT_COLUMNS} FROM c LEFT JOIN cosid_namespace n ON n.namespace = $1 \
+         LEFT JOIN cosid_slot s ON s.namespace = $1"
+    )
+}
+
+fn read_slot_sql() -> String {
+    format!(
+        "{CLOCK} SELECT c.now, {SLOT_COLUMNS} FROM c \
+         LEFT JOIN cosid_slot s ON s.namespace = $1 AND s.slot = $2"
+    )
+}
+
+const INSERT_NAMESPACE: &str = "INSERT INTO cosid_namespace \
+     (namespace, version, slot_limit, tolerance_ms, not_before_ms) \
+     VALUES ($1, nextval('cosid_version_seq'), $2, $3, $4) \
+     ON CONFLICT (namespace) DO NOTHING RETURNING version";
+
+const UPDATE_NAMESPACE: &str =
+    "UPDATE cosid_namespace SET version = nextval('cosid_version_seq'), \
+     slot_limit = $3, tolerance_ms = $4, not_before_ms = $5 \
+     WHERE namespace = $1 AND version = $2 RETURNING version";
+
+const INSERT_SLOT: &str = "INSERT INTO cosid_slot (namespace, slot, version, owner_key, \
+     owner_incarnation, last_owner_key, fence, expires_at, floor_ms, ceiling_ms, next_floor_ms) \
+     VALUES ($1, $2, nextval('cosid_version_seq'), $3, $4, $5, $6, $7, $8, $9, $10) \
+     ON CONFLICT (namespace, slot) DO NOTHING RETURNING version";
+
+const UPDATE_SLOT: &str = "UPDATE cosid_slot SET version = nextval('cosid_version_seq'), \
+     owner_key = $3, owner_incarnation = $4, last_owner_key = $5, fence = $6, expires_at = $7, \
+     floor_ms = $8, ceiling_ms = $9, next_floor_ms = $10 \
+     WHERE namespace = $1 AND slot = $2 AND version = $11 RETURNING version";
+
+/// One connection with its prepared statements.
+struct Conn {
+    client: Client,
+    snapshot: Statement,
+    read_slot: Statement,
+    insert_namespace: Statement,
+    update_namespace: Statement,
+    insert_slot: Statement,
+    update_slot: Statement,
+}
+
+/// How to connect: plain or TLS with a rustls configuration.
+#[derive(Clone)]
+enum Tls {
+    Plain,
+    Rustls(MakeRustlsConnect),
+}
+
+/// The PostgreSQL store. Thread-safe: one connection shared by all callers (tokio-postgres
+/// pipelines concurrent statements on it), re-opened when it closes or an operation times out,
+/// so a restarted server is picked up by the next call.
+pub struct PostgresStore {
+    io: IoRuntime,
+    config: tokio_postgres::Config,
+    tls: Tls,
+    conn: Mutex<Option<Arc<Conn>>>,
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("url", &self.io.name())
+            .field("tls", &matches!(self.tls, Tls::Rustls(_)))
+            .field("timeout", &self.io.timeout())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Opens the store `url` (`postgres://[user[:password]@]host[:port]/db[?sslmode=…]`) with
+    /// the default 2 s bound on connecting and on every operation. Connects lazily: a server
+    /// that is down now gives `Store` errors from the operations, not from here.
+    pub fn open(url: &StoreUrl) -> Result<Arc<PostgresStore>> {
+        Self::open_with_timeout(url, DEFAULT_TIMEOUT)
+    }
+
+    /// Like [`PostgresStore::open`], with `timeout` bounding connecting and every operation.
+    pub fn open_with_timeout(url: &StoreUrl, timeout: Duration) -> Result<Arc<PostgresStore>> {
+        let StoreUrl::Postgres { url: raw } = url else {
+            return Err(Error::config(format!(
+                "store '{}' is not a postgres:// or postgresql:// URL",
+                url.redacted()
+            )));
+        };
+        let name = url.redacted();
+        let (rest, sslmode, rootcert) = take_tls_params(raw);
+        let mut config = tokio_postgres::Config::from_str(&rest).map_err(|_| {
+            // The parser's message may quote the URL: name it redacted instead.
+            Error::config(format!(
+                "store URL '{name}' is not a valid PostgreSQL URL; use \
+                 postgres://user[:password]@host[:port]/database[?sslmode=require]"
+            ))
+        })?;
+        let secrets = config
+            .get_password()
+            .map(|p| vec![String::from_utf8_lossy(p).into_owned()])
+            .unwrap_or_default();
+        config.connect_timeout(timeout);
+        if config.get_application_name().is_none() {
+            config.application_name("cosid");
+        }
+        let tls = match sslmode.as_deref().unwrap_or("prefer") {
+            "disable" | "allow" | "prefer" => {
+                config.ssl_mode(SslMode::Disable);
+                Tls::Plain
+            }
+            mode @ ("require" | "verify-ca" | "verify-full") => {
+                config.ssl_mode(SslMode::Require);
+                Tls::Rustls(tls_connector(mode, rootcert.as_deref(), &name)?)
+            }
+            other => {
+                return Err(Error::config(format!(
+                    "store URL '{name}' has sslmode '{other}'; use disable, prefer, require, \
+                     verify-ca or verify-full"
+                )))
+            }
+        };
+        let io = IoRuntime::new(name, secrets, timeout)?;
+        Ok(Arc::new(PostgresStore {
+            io,
+            config,
+            tls,
+            conn: Mutex::new(None),
+        }))
+    }
+
+    /// The live connection, connecting (and checking the schema) when there is none.
+    fn conn(&self) -> Result<Arc<Conn>> {
+        let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = guard.as_ref() {
+            if !c.client.is_closed() {
+                return Ok(c.clone());
+            }
+        }
+        *guard = None;
+        let config = self.config.clone();
+        let tls = self.tls.clone();
+        let conn = self
+            .io
+            .run(async move { connect(config, tls).await })
+            .map_err(|f| match f {
+                Failure::Failed(ConnectError::Schema(e)) => {
+                    Error::store(self.io.scrub(&format!("store {}: {e}", self.io.name())))
+                }
+                Failure::Failed(ConnectError::Pg(e)) => self
+                    .io
+                    .failure("connecting", Failure::Failed(pg_message(&e))),
+                Failure::TimedOut => self.io.failure::<String>("connecting", Failure::TimedOut),
+            })?;
+        let conn = Arc::new(conn);
+        *guard = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Runs one statement on the connection; a closed connection or a timeout drops it so the
+    /// next call reconnects.
+    fn query(
+        &self,
+        what: &str,
+        pick: impl FnOnce(&Conn) -> &Statement,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        let conn = self.conn()?;
+        let stmt = pick(&conn);
+        let client = &conn.client;
+        match self.io.run(client.query(stmt, params)) {
+            Ok(rows) => Ok(rows),
+            Err(f) => {
+                let drop_it = match &f {
+                    Failure::Failed(e) => e.is_closed() || e.as_db_error().is_none(),
+                    Failure::TimedOut => true,
+                };
+                if drop_it {
+                    let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+                    if guard.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
+                        *guard = None;
+                    }
+                }
+                Err(self.io.failure(
+                    what,
+                    match f {
+                        Failure::Failed(e) => Failure::Failed(pg_message(&e)),
+                        Failure::TimedOut => Failure::TimedOut,
+                    },
+                ))
+            }
+        }
+    }
+
+    fn bad_row(&self, what: &str, why: &str) -> Error {
+        self.io.error(
+            what,
+            &format!("the database holds a row cosid cannot read ({why})"),
+        )
+    }
+
+    /// The slot record in `row` from column `at` on (`None` when the LEFT JOIN found none).
+    fn slot_from(&self, what: &str, row: &Row, at: usize) -> Result<Option<Versioned<SlotRecord>>> {
+        let get_err = |e: tokio_postgres::Error| self.bad_row(what, &e.to_string());
+        let Some(slot) = row.try_get::<_, Option<i32>>(at).map_err(get_err)? else {
+            return Ok(None);
+        };
+        let version: i64 = row.try_get(at + 1).map_err(get_err)?;
+        let owner_key: Option<String> = row.try_get(at + 2).map_err(get_err)?;
+        let incarnation: Option<uuid::Uuid> = row.try_get(at + 3).map_err(get_err)?;
+        let owner = match (owner_key, incarnation) {
+            (Some(key), Some(incarnation)) => Some(Owner { key, incarnation }),
+            (None, None) => None,
+            _ => {
+                return Err(self.bad_row(
+                    what,
+                    &format!("slot {slot} has an owner key without incarnation or the reverse"),
+                ))
+            }
+        };
+        let fence: i64 = row.try_get(at + 5).map_err(get_err)?;
+        let value = SlotRecord {
+            slot: u32::try_from(slot)
+                .map_err(|_| self.bad_row(what, &format!("slot {slot} is negative")))?,
+            owner,
+            last_owner_key: row.try_get(at + 4).map_err(get_err)?,
+            fence: u64::try_from(fence)
+                .map_err(|_| self.bad_row(what, &format!("slot {slot} has fence {fence}")))?,
+            expires_at: row.try_get(at + 6).map_err(get_err)?,
+            floor: row.try_get(at + 7).map_err(get_err)?,
+            ceiling: row.try_get(at + 8).map_err(get_err)?,
+            next_floor: row.try_get(at + 9).map_err(get_err)?,
+        };
+        Ok(Some(Versioned {
+            value,
+            version: version as u64,
+        }))
+    }
+
+    fn version_of(&self, what: &str, rows: &[Row]) -> Result<Option<u64>> {
+        match rows.first() {
+            None => Ok(None),
+            Some(row) => {
+                let v: i64 = row
+                    .try_get(0)
+                    .map_err(|e| self.bad_row(what, &e.to_string()))?;
+                Ok(Some(v as u64))
+            }
+        }
+    }
+}
+
+enum ConnectError {
+    Pg(tokio_postgres::Error),
+    Schema(String),
+}
+
+impl From<tokio_postgres::Error> for ConnectError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        ConnectError::Pg(e)
+    }
+}
+
+async fn connect(config: tokio_postgres::Config, tls: Tls) -> Result<Conn, ConnectError> {
+    let mut client = match tls {
+        Tls::Plain => {
+            let (client, connection) = config.connect(NoTls).await?;
+            tokio::spawn(connection);
+            client
+        }
+        Tls::Rustls(make) => {
+            let (client, connection) = config.connect(make).await?;
+            tokio::spawn(connection);
+            client
+        }
+    };
+    ensure_schema(&mut client).await?;
+    Ok(Conn {
+        snapshot: client.prepare(&snapshot_sql()).await?,
+        read_slot: client.prepare(&read_slot_sql()).await?,
+        insert_namespace: client.prepare(INSERT_NAMESPACE).await?,
+        update_namespace: client.prepare(UPDATE_NAMESPACE).await?,
+        insert_slot: client.prepare(INSERT_SLOT).await?,
+        update_slot: client.prepare(UPDATE_SLOT).await?,
+        client,
+    })
+}
+
+/// Creates the schema if needed, under an advisory lock so concurrent first uses serialize,
+/// and refuses a database whose schema is newer than this build.
+async fn ensure_schema(client: &mut Client) -> Result<(), ConnectError> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+        .await?;
+    tx.batch_execute(SCHEMA_HEAD).await?;
+    let version: i32 = tx
+        .query_one("SELECT version FROM cosid_schema WHERE id = 1", &[])
+        .await?
+        .get(0);
+    if version > SCHEMA_VERSION {
+        return Err(ConnectError::Schema(format!(
+            "the database holds cosid schema version {version}, and this build of cosid knows \
+             versions up to {SCHEMA_VERSION}; upgrade cosid, or use another database"
+        )));
+    }
+    tx.batch_execute(SCHEMA_V1).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The server's own message when there is one (it never holds the password).
+fn pg_message(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
+        None => {
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                text = format!("{text}: {s}");
+                source = s.source();
+            }
+            text
+        }
+    }
+}
+
+/// Splits `sslmode` and `sslrootcert` off the URL's query (tokio-postgres knows neither
+/// `verify-ca`/`verify-full` nor `sslrootcert`).
+fn take_tls_params(url: &str) -> (String, Option<String>, Option<String>) {
+    let Some((head, query)) = url.split_once('?') else {
+        return (url.to_string(), None, None);
+    };
+    let mut mode = None;
+    let mut root = None;
+    let mut kept = Vec::new();
+    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+        match kv.split_once('=') {
+            Some(("sslmode", v)) => mode = Some(v.to_ascii_lowercase()),
+            Some(("sslrootcert", v)) => root = Some(percent_decode(v)),
+            _ => kept.push(kv),
+        }
+    }
+    let rest = if kept.is_empty() {
+        head.to_string()
+    } else {
+        format!("{head}?{}", kept.join("&"))
+    };
+    (rest, mode, root)
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The rustls connector for `mode` (require, verify-ca, verify-full).
+fn tls_connector(mode: &str, rootcert: Option<&str>, name: &str) -> Result<MakeRustlsConnect> {
+    let mut roots = RootCertStore::empty();
+    match rootcert {
+        Some(path) => {
+            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+                .and_then(|it| it.collect::<Result<_, _>>())
+                .map_err(|e| {
+                    Error::config(format!(
+                        "store '{name}': cannot read sslrootcert '{path}': {e}"
+                    ))
+                })?;
+            let (added, _) = roots.add_parsable_certificates(certs);
+            if added == 0 {
+                return Err(Error::config(format!(
+                    "store '{name}': sslrootcert '{path}' holds no usable certificate"
+                )));
+            }
+        }
+        None if mode != "require" => {
+            let found = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(found.certs);
+            if roots.is_empty() {
+                return Err(Error::config(format!(
+                    "store '{name}': sslmode={mode} needs root certificates, and the system has \
+                     none; give one with sslrootcert=/path/ca.pem"
+                )));
+            }
+        }
+        None => {}
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::config(format!("store '{name}': TLS setup: {e}")))?;
+    let config = match (mode, rootcert.is_some()) {
+        ("verify-full", _) => builder.with_root_certificates(roots).with_no_client_auth(),
+        ("verify-ca", _) | ("require", true) => {
+            let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider(),
+            )
+            .build()
+            .map_err(|e| Error::config(format!("store '{name}': TLS setup: {e}")))?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(ChainOnly { inner }))
+                .with_no_client_auth()
+        }
+        _ => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(EncryptOnly {
+                provider: provider(),
+            }))
+            .with_no_client_auth(),
+    };
+    Ok(MakeRustlsConnect::new(config))
+}
+
+/// `verify-ca`: the chain must lead to a trusted root; the name in it is not checked.
+#[derive(Debug)]
+struct ChainOnly {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+}
+
+impl ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self
+            .inner
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
+            | Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// `require` without `sslrootcert` (libpq's meaning): encrypted, the certificate not checked.
+#[derive(Debug)]
+struct EncryptOnly {
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for EncryptOnly {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+fn i64_of(what: &'static str, v: u64) -> Result<i64> {
+    i64::try_from(v)
+        .map_err(|_| Error::store(format!("{what} {v} does not fit PostgreSQL's bigint")))
+}
+
+impl SlotStore for PostgresStore {
+    fn describe(&self) -> String {
+        self.io.name().to_string()
+    }
+
+    fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
+        let what = "reading a namespace snapshot";
+        let rows = self.query(what, |c| &c.snapshot, &[&namespace])?;
+        let first = rows
+            .first()
+            .ok_or_else(|| self.bad_row(what, "the snapshot returned no row"))?;
+        let get_err = |e: tokio_postgres::Error| self.bad_row(what, &e.to_string());
+        let store_now: i64 = first.try_get(0).map_err(get_err)?;
+        let ns_version: Option<i64> = first.try_get(1).map_err(get_err)?;
+        let namespace_rec = match ns_version {
+            None => None,
+            Some(version) => {
+                let limit: i64 = first.try_get(2).map_err(get_err)?;
+                Some(Versioned {
+                    value: NamespaceRecord {
+                        limit: u32::try_from(limit)
+                            .map_err(|_| self.bad_row(what, &format!("namespace limit {limit}")))?,
+                        tolerance_ms: first.try_get(3).map_err(get_err)?,
+                        not_before_ms: first.try_get(4).map_err(get_err)?,
+                    },
+                    version: version as u64,
+                })
+            }
+        };
+        let mut slots = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if let Some(rec) = self.slot_from(what, row, 5)? {
+                slots.push(rec);
+            }
+        }
+        Ok(NamespaceSnapshot {
+            namespace: namespace_rec,
+            slots: Snapshot { store_now, slots },
+        })
+    }
+
+    fn cas_namespace(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &NamespaceRecord,
+    ) -> Result<Option<u64>> {
+        let what = "writing the namespace record";
+        let limit = i64::from(record.limit);
+        let rows = match expected {
+            None => self.query(
+                what,
+                |c| &c.insert_namespace,
+                &[
+                    &namespace,
+                    &limit,
+                    &record.tolerance_ms,
+                    &record.not_before_ms,
+                ],
+            )?,
+            Some(v) => {
+                let v = i64_of("version", v)?;
+                self.query(
+                    what,
+                    |c| &c.update_namespace,
+                    &[
+                        &namespace,
+                        &v,
+                        &limit,
+                        &record.tolerance_ms,
+                        &record.not_before_ms,
+                    ],
+                )?
+            }
+        };
+        self.version_of(what, &rows)
+    }
+
+    fn read_slot(
+        &self,
+        namespace: &str,
+        slot: u32,
+    ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+        let what = "reading a slot";
+        let Ok(slot) = i32::try_from(slot) else {
+            return Err(Error::invalid(format!("slot {slot} is out of range")));
+        };
+        let rows = self.query(what, |c| &c.read_slot, &[&namespace, &slot])?;
+        let row = rows
+            .first()
+            .ok_or_else(|| self.bad_row(what, "the read returned no row"))?;
+        let now: i64 = row
+            .try_get(0)
+            .map_err(|e| self.bad_row(what, &e.to_string()))?;
+        Ok((now, self.slot_from(what, row, 1)?))
+    }
+
+    fn cas_slot(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &SlotRecord,
+    ) -> Result<Option<u64>> {
+        let what = "writing a slot record";
+        let Ok(slot) = i32::try_from(record.slot) else {
+            return Err(Error::invalid(format!(
+                "slot {} is out of range",
+                record.slot
+            )));
+        };
+        let fence = i64_of("fence", record.fence)?;
+        let owner_key = record.owner.as_ref().map(|o| o.key.as_str());
+        let incarnation = record.owner.as_ref().map(|o| o.incarnation);
+        let last = record.last_owner_key.as_deref();
+        let rows = match expected {
+            None => self.query(
+                what,
+                |c| &c.insert_slot,
+                &[
+                    &namespace,
+                    &slot,
+                    &owner_key,
+                    &incarnation,
+                    &last,
+                    &fence,
+                    &record.expires_at,
+                    &record.floor,
+                    &record.ceiling,
+                    &record.next_floor,
+                ],
+            )?,
+            Some(v) => {
+                let v = i64_of("version", v)?;
+                self.query(
+                    what,
+                    |c| &c.update_slot,
+                    &[
+                        &namespace,
+                        &slot,
+                        &owner_key,
+                        &incarnation,
+                        &last,
+                        &fence,
+                        &record.expires_at,
+                        &record.floor,
+                        &record.ceiling,
+                        &record.next_floor,
+                        &v,
+                    ],
+                )?
+            }
+        };
+        self.version_of(what, &rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_parameters_are_taken_off_the_url() {
+        let (rest, mode, root) =
+            take_tls_params("postgres://u:p@h/db?sslmode=verify-full&application_name=x&sslrootcert=%2Fetc%2Fca.pem");
+        assert_eq!(rest, "postgres://u:p@h/db?application_name=x");
+        assert_eq!(mode.as_deref(), Some("verify-full"));
+        assert_eq!(root.as_deref(), Some("/etc/ca.pem"));
+        assert_eq!(
+            take_tls_params("postgres://h/db"),
+            ("postgres://h/db".to_string(), None, None)
+        );
+    }
+
+    #[test]
+    fn bad_urls_and_modes_are_config_errors_without_the_password() {
+        for url in [
+            "postgres://u:hunter2@h/db?sslmode=sometimes",
+            "postgres://u:hunter2@h:notaport/db",
+        ] {
+            let e = PostgresStore::open(&StoreUrl::parse(url).unwrap()).unwrap_err();
+            assert_eq!(e.kind(), crate::error::ErrorKind::Config, "{e}");
+            assert!(!e.to_string().contains("hunter2"), "{e}");
+            assert!(e.to_string().contains("u:***@h"), "{e}");
+        }
+        let e = PostgresStore::open(
+            &StoreUrl::parse("postgres://h/db?sslmode=verify-ca&sslrootcert=/nonexistent.pem")
+                .unwrap(),
+        )
+        .unwrap_err();
+        assert!(e.message().contains("/nonexistent.pem"), "{e}");
+    }
+}

@@ -1,0 +1,359 @@
+//! Fault tests shared by the network stores (Redis, PostgreSQL, etcd), each run against a real
+//! server that `cosid-testkit` starts: the server stopped during renewals and started again,
+//! restarted empty, a namespace created by 32 runtimes at once, 1024 owners acquiring at once,
+//! and credentials kept out of every message.
+//!
+//! `network_faults!(open_fn, new_server_fn, shared_url_fn, password_url_fn)` expands to one
+//! `#[test]` per case. No test asserts on timing: waits are bounded retries that fail the test
+//! with the last error when they run out.
+
+#![allow(dead_code)]
+
+use crate::conformance::{acquire, acquire_with, client, request, unique_namespace, LONG};
+use cosid_core::lease::{AcquireRequest, NamespaceRecord, Owner, Refusal, Renewal, SlotLease};
+use cosid_core::store::SharedStore;
+use cosid_core::{ErrorKind, Result};
+use cosid_testkit::Server;
+use std::collections::HashSet;
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::Duration;
+
+/// Opens a store on a URL with an operation timeout.
+pub type OpenUrl = fn(&str, Duration) -> Result<SharedStore>;
+
+/// A password that must never show.
+pub const SECRET: &str = "Sup3r-s3cret-pw";
+
+/// The operation timeout for fault tests: short, so a dead server is reported quickly.
+pub const FAULT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Expands to the fault tests for one store.
+#[macro_export]
+macro_rules! network_faults {
+    ($open:expr, $server:expr, $shared_url:expr, $password_url:expr) => {
+        $crate::network_faults!(@cases $open, $server, $shared_url, $password_url;
+            server_stopped_during_renewals_then_started_again,
+            server_restarted_empty_reports_vanished_and_keeps_floors_above_old_ceilings,
+            namespace_created_by_32_runtimes_at_once,
+            owners_1024_acquire_at_once_then_exhausted,
+            passwords_never_show_in_debug_describe_or_errors,
+            unreachable_server_is_a_store_error_naming_it,
+        );
+    };
+    (@cases $open:expr, $server:expr, $shared_url:expr, $password_url:expr; $($case:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $case() {
+                let ctx = $crate::network::Ctx {
+                    open: $open,
+                    server: $server,
+                    shared_url: $shared_url,
+                    password_url: $password_url,
+                };
+                $crate::network::$case(&ctx);
+            }
+        )+
+    };
+}
+
+/// What the fault tests need of a store.
+pub struct Ctx {
+    /// Opens the store on a URL with a timeout.
+    pub open: OpenUrl,
+    /// Starts a server of the test's own (for tests that stop or empty it).
+    pub server: fn() -> Server,
+    /// The URL of the binary's shared server.
+    pub shared_url: fn() -> String,
+    /// `url` with user and [`SECRET`] as password put in (and whatever else the store needs).
+    pub password_url: fn(&str) -> String,
+}
+
+impl Ctx {
+    fn open(&self, url: &str, timeout: Duration) -> SharedStore {
+        (self.open)(url, timeout).unwrap_or_else(|e| panic!("open {url}: {e}"))
+    }
+}
+
+/// Retries `f` (bounded: 50 tries, 200 ms apart) until it gives `Ok`; the first calls after a
+/// server restart may still see the dead connection.
+fn eventually<T>(what: &str, mut f: impl FnMut() -> Result<T>) -> T {
+    let mut last = None;
+    for _ in 0..50 {
+        match f() {
+            Ok(v) => return v,
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::Store, "{what}: {e}");
+                last = Some(e);
+                thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+    panic!("{what}: still failing after 50 tries: {last:?}");
+}
+
+/// The server stops while a holder renews: each renewal fails with a `Store` error naming the
+/// store (the lease stays valid until its ceiling), and renews again once the server is back,
+/// with the same fence and nothing lowered.
+pub fn server_stopped_during_renewals_then_started_again(ctx: &Ctx) {
+    let server = (ctx.server)();
+    let store = ctx.open(&server.url(), FAULT_TIMEOUT);
+    let ns = unique_namespace("stopped");
+    let c = client(&store, &ns, 4, LONG);
+    let lease = acquire(&c, &Owner::new("holder")).lease;
+    let Renewal::Renewed(before) = c.renew(&lease).expect("a renewal with the server up") else {
+        panic!("the lease was lost with the server up");
+    };
+
+    server.stop();
+    for _ in 0..3 {
+        let e = c
+            .renew(&before)
+            .expect_err("a renewal with the server down fails");
+        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+        assert!(
+            e.message().contains(&store.describe()),
+            "names the store {}: {e}",
+            store.describe()
+        );
+    }
+    let e = c
+        .acquire(&request(&Owner::new("newcomer")))
+        .expect_err("an acquisition with the server down fails");
+    assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+
+    server.start();
+    let after = eventually("renewing after the restart", || c.renew(&before));
+    let Renewal::Renewed(after) = after else {
+        panic!("the lease was lost across a restart that kept the data: {after:?}");
+    };
+    assert_eq!((after.slot, after.fence), (before.slot, before.fence));
+    assert!(after.expires_at >= before.expires_at && after.ceiling >= before.ceiling);
+    assert!(c.release(&after, Some(after.floor)).unwrap());
+}
+
+/// The server restarts with no data: the next renewal reports the lease vanished, and an
+/// acquisition that asks for a floor at least the old ceiling (what the keeper does) gets one,
+/// so the new window cannot overlap the old.
+pub fn server_restarted_empty_reports_vanished_and_keeps_floors_above_old_ceilings(ctx: &Ctx) {
+    let server = (ctx.server)();
+    let store = ctx.open(&server.url(), FAULT_TIMEOUT);
+    let ns = unique_namespace("emptied");
+    let c = client(&store, &ns, 2, LONG);
+    let owner = Owner::new("holder");
+    let old = acquire(&c, &owner).lease;
+    let Renewal::Renewed(old) = c.renew(&old).unwrap() else {
+        panic!("lost with the server up");
+    };
+
+    server.restart_empty();
+    let renewal = eventually("renewing after the empty restart", || c.renew(&old));
+    assert!(
+        matches!(renewal, Renewal::Lost(Refusal::Vanished)),
+        "a store that lost its data reports the lease vanished: {renewal:?}"
+    );
+    assert!(!c.release(&old, None).unwrap(), "nothing to release");
+    assert!(store.snapshot(&ns).unwrap().namespace.is_none());
+
+    let again = acquire_with(
+        &c,
+        AcquireRequest {
+            owner: owner.clone(),
+            preferred_slot: Some(old.slot),
+            floor_at_least: old.ceiling,
+        },
+    )
+    .lease;
+    assert!(
+        again.floor >= old.ceiling,
+        "new floor {} is below the old ceiling {}",
+        again.floor,
+        old.ceiling
+    );
+    assert!(again.ceiling >= again.floor);
+    // Someone new on the emptied store gets another slot: the first is held again.
+    let other = acquire(&c, &Owner::new("other")).lease;
+    assert_ne!(other.slot, again.slot);
+}
+
+/// 32 runtimes (each with its own store handle, so its own connection) open one new namespace
+/// at once: one creates it, all get the same record, and the store holds exactly it.
+pub fn namespace_created_by_32_runtimes_at_once(ctx: &Ctx) {
+    let url = (ctx.shared_url)();
+    let ns = unique_namespace("created-by-32");
+    let barrier = Arc::new(Barrier::new(32));
+    let open = ctx.open;
+    let threads: Vec<_> = (0..32)
+        .map(|_| {
+            let (url, ns, barrier) = (url.clone(), ns.clone(), barrier.clone());
+            thread::spawn(move || {
+                let store = open(&url, Duration::from_secs(10)).expect("open");
+                let c = client(&store, &ns, 10, LONG);
+                barrier.wait();
+                c.open_namespace()
+            })
+        })
+        .collect();
+    let records: Vec<NamespaceRecord> = threads
+        .into_iter()
+        .map(|t| t.join().unwrap().expect("open_namespace"))
+        .collect();
+    let want = NamespaceRecord {
+        limit: 1024,
+        tolerance_ms: LONG.tolerance_ms,
+        not_before_ms: 0,
+    };
+    assert!(records.iter().all(|r| *r == want), "{records:?}");
+    let stored = ctx
+        .open(&url, Duration::from_secs(10))
+        .snapshot(&ns)
+        .unwrap()
+        .namespace
+        .expect("the namespace exists");
+    assert_eq!(stored.value, want);
+}
+
+/// Terms whose leases outlive any test run, even a debug build on a loaded two-core machine
+/// (with [`LONG`]'s 60 s, a slow run would see its first leases expire and be taken again).
+const VERY_LONG: cosid_core::lease::Terms = cosid_core::lease::Terms {
+    ttl_ms: 3_600_000,
+    tolerance_ms: 1_000,
+};
+
+/// 1024 owners (32 runtimes with a store handle each, 32 owners in turn on each) acquire on one
+/// namespace of 1024 slots at once: every slot exactly once, each held by the owner that got
+/// it, and the next owner is refused with `Exhausted`.
+pub fn owners_1024_acquire_at_once_then_exhausted(ctx: &Ctx) {
+    let url = (ctx.shared_url)();
+    let ns = unique_namespace("owners-1024");
+    let barrier = Arc::new(Barrier::new(32));
+    let open = ctx.open;
+    let threads: Vec<_> = (0..32)
+        .map(|t| {
+            let (url, ns, barrier) = (url.clone(), ns.clone(), barrier.clone());
+            thread::spawn(move || {
+                let store = open(&url, Duration::from_secs(10)).expect("open");
+                let c = client(&store, &ns, 10, VERY_LONG);
+                barrier.wait();
+                (0..32)
+                    .map(|i| {
+                        let owner = Owner::new(format!("runtime-{t}-{i}"));
+                        c.acquire(&request(&owner))
+                            .unwrap_or_else(|e| panic!("{owner} acquires: {e}"))
+                            .lease
+                    })
+                    .collect::<Vec<SlotLease>>()
+            })
+        })
+        .collect();
+    let mut leases: Vec<SlotLease> = threads
+        .into_iter()
+        .flat_map(|t| t.join().expect("an acquiring thread"))
+        .collect();
+    leases.sort_by_key(|l| l.slot);
+    let slots: Vec<u32> = leases.iter().map(|l| l.slot).collect();
+    assert_eq!(slots, (0..1024).collect::<Vec<u32>>());
+    let owners: HashSet<_> = leases.iter().map(|l| l.owner.clone()).collect();
+    assert_eq!(owners.len(), 1024);
+
+    let store = ctx.open(&url, Duration::from_secs(10));
+    let mut stored = store.snapshot(&ns).unwrap().slots.slots;
+    stored.sort_by_key(|r| r.value.slot);
+    assert_eq!(stored.len(), 1024);
+    for (lease, rec) in leases.iter().zip(&stored) {
+        assert_eq!(rec.value.owner.as_ref(), Some(&lease.owner));
+        assert_eq!(rec.value.fence, lease.fence);
+    }
+    let e = client(&store, &ns, 10, VERY_LONG)
+        .acquire(&request(&Owner::new("one-more")))
+        .expect_err("the 1025th owner is refused");
+    assert_eq!(e.kind(), ErrorKind::Exhausted, "{e}");
+}
+
+fn assert_no_secret(what: &str, text: &str) {
+    assert!(!text.contains(SECRET), "{what} shows the password: {text}");
+}
+
+/// A store opened with a password in its URL never shows it: not in `Debug`, not in
+/// `describe()`, not in the errors of a server that refuses it or that is not there.
+pub fn passwords_never_show_in_debug_describe_or_errors(ctx: &Ctx) {
+    // A live server (which refuses or ignores the credentials).
+    let live = (ctx.password_url)(&(ctx.shared_url)());
+    assert!(live.contains(SECRET));
+    let store = ctx.open(&live, FAULT_TIMEOUT);
+    assert_no_secret("Debug", &format!("{store:?}"));
+    assert_no_secret("describe()", &store.describe());
+    assert!(store.describe().contains("***"), "{}", store.describe());
+    if let Err(e) = store.snapshot(&unique_namespace("pw")) {
+        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+        assert_no_secret("an error", &format!("{e} {e:?}"));
+    }
+
+    // A port nobody listens on.
+    let dead = (ctx.password_url)(&dead_url(&(ctx.shared_url)()));
+    let store = ctx.open(&dead, FAULT_TIMEOUT);
+    assert_no_secret("Debug", &format!("{store:?}"));
+    let e = store.snapshot("pw").expect_err("no server listens there");
+    assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+    assert_no_secret("an error", &format!("{e} {e:?}"));
+    assert!(e.message().contains(&store.describe()), "{e}");
+    let e = client(&store, "pw", 2, LONG)
+        .acquire(&request(&Owner::new("x")))
+        .expect_err("no server listens there");
+    assert_no_secret("an acquire error", &format!("{e} {e:?}"));
+}
+
+/// A server that is not there gives a `Store` error (not a hang) from every primitive, naming
+/// the store; opening the store does not need the server.
+pub fn unreachable_server_is_a_store_error_naming_it(ctx: &Ctx) {
+    let store = ctx.open(&dead_url(&(ctx.shared_url)()), FAULT_TIMEOUT);
+    let ns = unique_namespace("unreachable");
+    let errors = [
+        store.snapshot(&ns).map(|_| ()),
+        store.read_slot(&ns, 0).map(|_| ()),
+        store
+            .cas_namespace(
+                &ns,
+                None,
+                &NamespaceRecord {
+                    limit: 1,
+                    tolerance_ms: 1,
+                    not_before_ms: 0,
+                },
+            )
+            .map(|_| ()),
+        store
+            .cas_slot(&ns, None, &cosid_core::lease::SlotRecord::vacant(0))
+            .map(|_| ()),
+    ];
+    for r in errors {
+        let e = r.expect_err("no server listens there");
+        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+        assert!(e.message().contains(&store.describe()), "{e}");
+    }
+}
+
+/// `url` with its port replaced by one nobody listens on.
+pub fn dead_url(url: &str) -> String {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let (authority, tail) = match rest.find(['/', '?']) {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    let (user, _) = match authority.rsplit_once('@') {
+        Some((u, h)) => (format!("{u}@"), h),
+        None => (String::new(), authority),
+    };
+    format!("{scheme}://{user}127.0.0.1:{port}{tail}")
+}
+
+/// `url` with `user:SECRET@` put in front of the host.
+pub fn with_user(url: &str, user: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    format!("{scheme}://{user}:{SECRET}@{rest}")
+}

@@ -1,0 +1,46 @@
+//! The store conformance suite and the fault tests on `etcd`, against a real etcd server that
+//! `cosid-testkit` starts (or the one `COSID_TEST_ETCD_URL` names; the fault tests that stop or
+//! empty a server always start their own).
+//!
+//! Run with `cargo test -p cosid-core --features etcd --test store_etcd`.
+
+#![cfg(feature = "etcd")]
+
+mod conformance;
+mod network;
+
+use cosid_core::store::etcd::EtcdStore;
+use cosid_core::store::{SharedStore, StoreUrl};
+use cosid_core::Result;
+use cosid_testkit::Server;
+use std::time::Duration;
+
+/// Opens the store on `url` with `timeout` on every operation.
+fn open(url: &str, timeout: Duration) -> Result<SharedStore> {
+    Ok(EtcdStore::open_with_timeout(
+        &StoreUrl::parse(url)?,
+        timeout,
+    )?)
+}
+
+/// The conformance suite runs up to 1024 acquirers on a handful of handles at once on a
+/// two-core machine: a generous bound keeps a loaded machine from failing it (the bound is
+/// about hangs, not speed; the fault tests use short ones).
+fn shared() -> SharedStore {
+    open(&cosid_testkit::shared_etcd_url(), Duration::from_secs(20)).expect("the store opens")
+}
+
+conformance_suite!(shared());
+
+network_faults!(
+    open,
+    Server::etcd,
+    cosid_testkit::shared_etcd_url,
+    password_url
+);
+
+/// An etcd URL with a user and password (the test server has authentication off: it refuses
+/// them).
+fn password_url(url: &str) -> String {
+    network::with_user(url, "root")
+}

@@ -1,0 +1,655 @@
+//! Throwaway Redis, PostgreSQL and etcd servers for cosid's store tests.
+//!
+//! Each server runs on free loopback ports with a temporary data directory, as a child of this
+//! process that can never outlive it: it is spawned from one long-lived thread with
+//! `PR_SET_PDEATHSIG` = `SIGKILL` (the signal follows the *thread* that forked, hence the
+//! dedicated thread), and an `atexit` hook kills it and removes its directory when the test
+//! binary exits normally. A [`Server`] also stops on drop.
+//!
+//! - [`shared_redis_url`], [`shared_postgres_url`], [`shared_etcd_url`]: one server per test
+//!   binary (a `OnceLock`), or the server named by `COSID_TEST_REDIS_URL`,
+//!   `COSID_TEST_POSTGRES_URL` or `COSID_TEST_ETCD_URL` when set. For tests that leave the
+//!   server running.
+//! - [`Server::redis`], [`Server::postgres`], [`Server::etcd`]: a server of the caller's own,
+//!   for fault tests that stop it, start it again ([`Server::stop`], [`Server::start`]: same data
+//!   directory, same port) or restart it empty ([`Server::restart_empty`]).
+//!
+//! A missing server binary is a panic that names the Debian package to install: a store test is
+//! never skipped silently.
+//!
+//! PostgreSQL refuses to run as root; when the tests run as root its `initdb` and `postgres`
+//! run as the `postgres` user (uid and gid set in the child before `exec`, which is what
+//! `runuser -u postgres --` does, without an extra process in between that could outlive us).
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long a server may take to become ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a graceful stop may take before the server is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Which server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `redis-server`.
+    Redis,
+    /// PostgreSQL (`initdb` + `postgres`).
+    Postgres,
+    /// `etcd`.
+    Etcd,
+}
+
+impl Kind {
+    fn env_var(self) -> &'static str {
+        match self {
+            Kind::Redis => "COSID_TEST_REDIS_URL",
+            Kind::Postgres => "COSID_TEST_POSTGRES_URL",
+            Kind::Etcd => "COSID_TEST_ETCD_URL",
+        }
+    }
+}
+
+/// A throwaway server: started on creation, stopped (and its data removed) on drop.
+#[derive(Debug)]
+pub struct Server {
+    kind: Kind,
+    id: u64,
+    port: u16,
+    peer_port: u16,
+    dir: PathBuf,
+    /// The uid/gid to run PostgreSQL as (when we are root).
+    run_as: Option<(u32, u32)>,
+    child: Mutex<Option<Child>>,
+}
+
+impl Server {
+    /// A new `redis-server` with an append-only file fsynced on every write.
+    pub fn redis() -> Server {
+        Server::new(Kind::Redis)
+    }
+
+    /// A new PostgreSQL cluster (`initdb`, trust authentication, user `postgres`).
+    pub fn postgres() -> Server {
+        Server::new(Kind::Postgres)
+    }
+
+    /// A new single-member etcd cluster.
+    pub fn etcd() -> Server {
+        Server::new(Kind::Etcd)
+    }
+
+    fn new(kind: Kind) -> Server {
+        // Panics naming the Debian package when the server is not installed.
+        binary(kind);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!(
+            "cosid-testkit-{}-{}-{:?}",
+            std::process::id(),
+            id,
+            kind
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("cosid-testkit: cannot create {}: {e}", dir.display()));
+        let run_as = if kind == Kind::Postgres && unsafe { libc::geteuid() } == 0 {
+            let ids = postgres_user().unwrap_or_else(|| {
+                panic!(
+                    "cosid-testkit: running as root, and there is no 'postgres' user to run \
+                     PostgreSQL as (it refuses root); install the Debian package `postgresql` \
+                     (apt-get install -y postgresql), which creates it"
+                )
+            });
+            chown(&dir, ids);
+            Some(ids)
+        } else {
+            None
+        };
+        register(id, None, &dir);
+        let server = Server {
+            kind,
+            id,
+            port: free_port(),
+            peer_port: if kind == Kind::Etcd { free_port() } else { 0 },
+            dir,
+            run_as,
+            child: Mutex::new(None),
+        };
+        server.init_data();
+        server.start();
+        server
+    }
+
+    /// Which server this is.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The client port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The store URL cosid opens for this server.
+    pub fn url(&self) -> String {
+        match self.kind {
+            Kind::Redis => format!("redis://127.0.0.1:{}/0", self.port),
+            Kind::Postgres => format!("postgres://postgres@127.0.0.1:{}/postgres", self.port),
+            Kind::Etcd => format!("etcd://127.0.0.1:{}", self.port),
+        }
+    }
+
+    /// Whether the server process is running.
+    pub fn is_running(&self) -> bool {
+        let mut guard = self.child.lock().unwrap_or_else(|p| p.into_inner());
+        match guard.as_mut() {
+            Some(c) => matches!(c.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// Starts the server (again) on the same port with the same data directory, and waits until
+    /// it answers. A no-op when it runs.
+    pub fn start(&self) {
+        let mut guard = self.child.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = guard.as_mut() {
+            if matches!(c.try_wait(), Ok(None)) {
+                return;
+            }
+        }
+        let log = self.dir.join("server.log");
+        let mut cmd = self.command();
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("cosid-testkit: cannot open the server log");
+        cmd.stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out);
+        let mut child = spawn_tied(cmd).unwrap_or_else(|e| {
+            panic!(
+                "cosid-testkit: cannot start {:?} ({}): {e}",
+                self.kind,
+                binary(self.kind).display()
+            )
+        });
+        register(self.id, Some(child.id()), &self.dir);
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "cosid-testkit: {:?} exited at start ({status}); its log:\n{}",
+                    self.kind,
+                    tail(&log)
+                );
+            }
+            if self.ready() {
+                break;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "cosid-testkit: {:?} on port {} not ready within {:?}; its log:\n{}",
+                    self.kind,
+                    self.port,
+                    READY_TIMEOUT,
+                    tail(&log)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        *guard = Some(child);
+    }
+
+    /// Stops the server gracefully (data kept: Redis flushes its append-only file, PostgreSQL
+    /// does a fast shutdown, etcd a clean stop), killing it if it does not stop in time.
+    pub fn stop(&self) {
+        let mut guard = self.child.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(mut child) = guard.take() {
+            let sig = match self.kind {
+                Kind::Postgres => libc::SIGINT,
+                _ => libc::SIGTERM,
+            };
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, sig);
+            }
+            let deadline = Instant::now() + STOP_TIMEOUT;
+            loop {
+                match child.try_wait() {
+                    Ok(Some(_)) | Err(_) => break,
+                    Ok(None) if Instant::now() > deadline => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break;
+                    }
+                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+            register(self.id, None, &self.dir);
+        }
+    }
+
+    /// Stops the server, deletes all its data, and starts it again empty on the same port: what
+    /// a store that lost its data looks like to its clients.
+    pub fn restart_empty(&self) {
+        self.stop();
+        let data = self.data_dir();
+        let _ = std::fs::remove_dir_all(&data);
+        self.init_data();
+        self.start();
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    fn init_data(&self) {
+        let data = self.data_dir();
+        match self.kind {
+            Kind::Redis | Kind::Etcd => {
+                std::fs::create_dir_all(&data).expect("cosid-testkit: data dir");
+            }
+            Kind::Postgres => {
+                let mut cmd = Command::new(pg_bin("initdb"));
+                cmd.arg("-D")
+                    .arg(&data)
+                    .args([
+                        "-U",
+                        "postgres",
+                        "--auth=trust",
+                        "--no-sync",
+                        "--no-locale",
+                        "-E",
+                        "UTF8",
+                    ])
+                    .stdin(Stdio::null());
+                self.as_postgres_user(&mut cmd);
+                let out = cmd.output().unwrap_or_else(|e| {
+                    panic!(
+                        "cosid-testkit: cannot run {}: {e}",
+                        pg_bin("initdb").display()
+                    )
+                });
+                assert!(
+                    out.status.success(),
+                    "cosid-testkit: initdb failed ({}):\n{}{}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+    }
+
+    fn as_postgres_user(&self, cmd: &mut Command) {
+        if let Some((uid, gid)) = self.run_as {
+            cmd.uid(uid)
+                .gid(gid)
+                .env("HOME", &self.dir)
+                .env("USER", "postgres");
+        }
+        cmd.current_dir(&self.dir);
+    }
+
+    fn command(&self) -> Command {
+        let data = self.data_dir();
+        match self.kind {
+            Kind::Redis => {
+                let mut cmd = Command::new(binary(Kind::Redis));
+                cmd.args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+                    .arg("--dir")
+                    .arg(&data)
+                    .args([
+                        "--appendonly",
+                        "yes",
+                        "--appendfsync",
+                        "always",
+                        "--save",
+                        "",
+                        "--daemonize",
+                        "no",
+                        "--protected-mode",
+                        "no",
+                        "--maxclients",
+                        "1000",
+                    ]);
+                cmd
+            }
+            Kind::Postgres => {
+                let mut cmd = Command::new(pg_bin("postgres"));
+                cmd.arg("-D")
+                    .arg(&data)
+                    .args(["-p", &self.port.to_string()])
+                    .args(["-c", "listen_addresses=127.0.0.1"])
+                    .arg("-c")
+                    .arg(format!("unix_socket_directories={}", self.dir.display()))
+                    .args(["-c", "max_connections=300"]);
+                self.as_postgres_user(&mut cmd);
+                cmd
+            }
+            Kind::Etcd => {
+                let client = format!("http://127.0.0.1:{}", self.port);
+                let peer = format!("http://127.0.0.1:{}", self.peer_port);
+                let mut cmd = Command::new(binary(Kind::Etcd));
+                cmd.args(["--name", "cosid-test"])
+                    .arg("--data-dir")
+                    .arg(data.join("member-data"))
+                    .args(["--listen-client-urls", &client])
+                    .args(["--advertise-client-urls", &client])
+                    .args(["--listen-peer-urls", &peer])
+                    .args(["--initial-advertise-peer-urls", &peer])
+                    .args(["--initial-cluster", &format!("cosid-test={peer}")])
+                    .args(["--initial-cluster-state", "new"])
+                    .args(["--logger", "zap", "--log-level", "warn"]);
+                cmd
+            }
+        }
+    }
+
+    fn ready(&self) -> bool {
+        match self.kind {
+            Kind::Redis => exchange(self.port, b"PING\r\n").is_some_and(|r| r.starts_with("+PONG")),
+            Kind::Etcd => exchange(self.port, b"GET /health HTTP/1.0\r\n\r\n")
+                .is_some_and(|r| r.contains("\"health\":\"true\"")),
+            Kind::Postgres => Command::new(pg_bin("pg_isready"))
+                .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-t", "1"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success()),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let mut guard = self.child.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(mut child) = guard.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        unregister(self.id);
+    }
+}
+
+/// The URL of this test binary's shared Redis (started on first use), or `COSID_TEST_REDIS_URL`.
+pub fn shared_redis_url() -> String {
+    shared(Kind::Redis)
+}
+
+/// The URL of this test binary's shared PostgreSQL, or `COSID_TEST_POSTGRES_URL`.
+pub fn shared_postgres_url() -> String {
+    shared(Kind::Postgres)
+}
+
+/// The URL of this test binary's shared etcd, or `COSID_TEST_ETCD_URL`.
+pub fn shared_etcd_url() -> String {
+    shared(Kind::Etcd)
+}
+
+fn shared(kind: Kind) -> String {
+    if let Ok(url) = std::env::var(kind.env_var()) {
+        if !url.trim().is_empty() {
+            return url;
+        }
+    }
+    static REDIS: OnceLock<Server> = OnceLock::new();
+    static POSTGRES: OnceLock<Server> = OnceLock::new();
+    static ETCD: OnceLock<Server> = OnceLock::new();
+    let cell = match kind {
+        Kind::Redis => &REDIS,
+        Kind::Postgres => &POSTGRES,
+        Kind::Etcd => &ETCD,
+    };
+    cell.get_or_init(|| Server::new(kind)).url()
+}
+
+/// A name no other test (of this or another run against the same server) uses.
+pub fn unique_name(prefix: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{prefix}-{}-{nanos}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Server processes and directories to clean up at exit: id -> (pid, dir).
+fn registry() -> &'static Mutex<HashMap<u64, (Option<u32>, PathBuf)>> {
+    static REG: OnceLock<Mutex<HashMap<u64, (Option<u32>, PathBuf)>>> = OnceLock::new();
+    REG.get_or_init(|| {
+        unsafe {
+            libc::atexit(cleanup_at_exit);
+        }
+        Mutex::default()
+    })
+}
+
+fn register(id: u64, pid: Option<u32>, dir: &Path) {
+    registry()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(id, (pid, dir.to_path_buf()));
+}
+
+fn unregister(id: u64) {
+    registry()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&id);
+}
+
+extern "C" fn cleanup_at_exit() {
+    let Ok(mut reg) = registry().try_lock() else {
+        return;
+    };
+    for (_, (pid, dir)) in reg.drain() {
+        if let Some(pid) = pid {
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
+            }
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Spawns `cmd` from the testkit's one long-lived thread, with `PR_SET_PDEATHSIG` = `SIGKILL`:
+/// the kernel kills the child when that thread (so, this process) ends, however it ends.
+fn spawn_tied(mut cmd: Command) -> std::io::Result<Child> {
+    type Job = (Command, mpsc::Sender<std::io::Result<Child>>);
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
+    let parent = std::process::id() as libc::pid_t;
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died between fork and prctl.
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+    let tx = SPAWNER
+        .get_or_init(|| {
+            let (tx, rx) = mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name("cosid-testkit-spawner".into())
+                .spawn(move || {
+                    for (mut cmd, reply) in rx {
+                        let _ = reply.send(cmd.spawn());
+                    }
+                    // The sender lives in a static: this thread never ends.
+                })
+                .expect("cosid-testkit: spawner thread");
+            Mutex::new(tx)
+        })
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let (reply_tx, reply_rx) = mpsc::channel();
+    tx.send((cmd, reply_tx))
+        .expect("cosid-testkit: spawner thread gone");
+    reply_rx.recv().expect("cosid-testkit: spawner thread gone")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("cosid-testkit: no free loopback port")
+}
+
+fn exchange(port: u16, request: &[u8]) -> Option<String> {
+    let addr = ([127, 0, 0, 1], port).into();
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(1000))).ok()?;
+    s.write_all(request).ok()?;
+    let mut buf = vec![0u8; 4096];
+    let mut got = Vec::new();
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+        if got.ends_with(b"\r\n") && got.starts_with(b"+") {
+            break;
+        }
+    }
+    Some(String::from_utf8_lossy(&got).into_owned())
+}
+
+fn tail(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The server binary, or a panic naming the Debian package that provides it.
+fn binary(kind: Kind) -> PathBuf {
+    match kind {
+        Kind::Redis => on_path("redis-server").unwrap_or_else(|| {
+            panic!(
+                "cosid-testkit: `redis-server` is not on PATH; install the Debian package \
+                 `redis-server` (apt-get install -y redis-server), or point \
+                 COSID_TEST_REDIS_URL at a server the tests may use"
+            )
+        }),
+        Kind::Etcd => on_path("etcd").unwrap_or_else(|| {
+            panic!(
+                "cosid-testkit: `etcd` is not on PATH; install the Debian package `etcd-server` \
+                 (apt-get install -y etcd-server), or point COSID_TEST_ETCD_URL at a server the \
+                 tests may use"
+            )
+        }),
+        Kind::Postgres => pg_bin("postgres"),
+    }
+}
+
+/// A PostgreSQL server program: from `$COSID_PG_BIN`, the newest `/usr/lib/postgresql/*/bin`,
+/// or PATH; a panic naming the Debian package when there is none.
+fn pg_bin(name: &str) -> PathBuf {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(d) = std::env::var_os("COSID_PG_BIN") {
+        dirs.push(PathBuf::from(d));
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let v: u32 = e.file_name().to_str()?.parse().ok()?;
+            Some((v, e.path().join("bin")))
+        })
+        .collect();
+    versions.sort();
+    dirs.extend(versions.into_iter().rev().map(|(_, p)| p));
+    dirs.iter()
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .or_else(|| on_path(name))
+        .unwrap_or_else(|| {
+            panic!(
+                "cosid-testkit: PostgreSQL's `{name}` was found neither in \
+                 /usr/lib/postgresql/*/bin nor on PATH; install the Debian package `postgresql` \
+                 (apt-get install -y postgresql), or point COSID_TEST_POSTGRES_URL at a server \
+                 the tests may use"
+            )
+        })
+}
+
+fn postgres_user() -> Option<(u32, u32)> {
+    let name = CString::new("postgres").ok()?;
+    let pw = unsafe { libc::getpwnam(name.as_ptr()) };
+    if pw.is_null() {
+        return None;
+    }
+    let pw = unsafe { &*pw };
+    Some((pw.pw_uid, pw.pw_gid))
+}
+
+fn chown(dir: &Path, (uid, gid): (u32, u32)) {
+    std::os::unix::fs::chown(dir, Some(uid), Some(gid)).unwrap_or_else(|e| {
+        panic!(
+            "cosid-testkit: cannot give {} to the postgres user: {e}",
+            dir.display()
+        )
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_is_started_stopped_and_restarted_empty() {
+        let redis = Server::redis();
+        assert!(redis.is_running());
+        assert!(exchange(redis.port(), b"SET k v\r\n").is_some_and(|r| r.starts_with("+OK")));
+        redis.stop();
+        assert!(!redis.is_running());
+        redis.start();
+        assert!(exchange(redis.port(), b"GET k\r\n").is_some_and(|r| r.contains("v")));
+        redis.restart_empty();
+        assert!(exchange(redis.port(), b"GET k\r\n").is_some_and(|r| r.starts_with("$-1")));
+    }
+
+    #[test]
+    fn postgres_and_etcd_start_restart_and_stop() {
+        for server in [Server::postgres(), Server::etcd()] {
+            assert!(server.ready(), "{:?}", server.kind());
+            server.stop();
+            assert!(!server.is_running() && !server.ready());
+            server.start();
+            assert!(server.is_running() && server.ready());
+            server.restart_empty();
+            assert!(server.is_running() && server.ready());
+        }
+    }
+}
