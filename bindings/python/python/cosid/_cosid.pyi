@@ -1,0 +1,213 @@
+"""Types of the native module cosid._cosid (checked against it by mypy.stubtest)."""
+
+import os
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any, ClassVar, Final, Literal, Optional, Union, final
+
+from typing_extensions import Self
+
+__all__ = [
+    "Event",
+    "Generator",
+    "IdParts",
+    "Layout",
+    "MAX_BATCH",
+    "Runtime",
+    "Stats",
+    "from_base62",
+    "to_base62",
+]
+
+__version__: Final[str]
+MAX_BATCH: Final[int]
+"""The most ids one ``next_batch`` call returns; ``next_into`` has no limit."""
+_ERROR_KINDS: Final[list[str]]
+
+def to_base62(id: int, /) -> str:
+    """The fixed-width base-62 text of an id: 11 characters of ``0-9A-Za-z``, ordered like the ids."""
+
+def from_base62(text: str, /) -> int:
+    """The id that ``to_base62`` wrote as ``text``; ``InvalidArgumentError`` for any other text."""
+
+def _shutdown() -> None: ...
+def _error_for_kind(kind: str, message: str) -> BaseException: ...
+def _status_for_kind(kind: str) -> str: ...
+@final
+class IdParts:
+    """An id taken apart: the same fields as ``cosid parse`` prints."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def timestamp_ms(self) -> int:
+        """The start of the id's time unit, ms since the Unix epoch."""
+
+    @property
+    def time(self) -> str:
+        """``timestamp_ms`` as RFC 3339 in UTC with milliseconds."""
+
+    @property
+    def slot(self) -> int: ...
+    @property
+    def sequence(self) -> int: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class Layout:
+    """The bit layout of a runtime's ids."""
+
+    @property
+    def epoch_ms(self) -> int: ...
+    @property
+    def unit(self) -> Literal["ms", "s"]: ...
+    @property
+    def timestamp_bits(self) -> int: ...
+    @property
+    def node_bits(self) -> int: ...
+    @property
+    def sequence_bits(self) -> int: ...
+    @property
+    def js_safe(self) -> bool: ...
+    @property
+    def max_slot(self) -> int: ...
+    @property
+    def max_sequence(self) -> int: ...
+    @property
+    def max_id(self) -> int: ...
+    @property
+    def runs_out_at_ms(self) -> int: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class Stats:
+    """A runtime's counters, read at one moment."""
+
+    @property
+    def ids_issued(self) -> int: ...
+    @property
+    def waits(self) -> int: ...
+    @property
+    def renewals(self) -> int: ...
+    @property
+    def renewal_failures(self) -> int: ...
+    @property
+    def acquisitions(self) -> int: ...
+    @property
+    def slots_lost(self) -> int: ...
+    @property
+    def clock_skew_events(self) -> int: ...
+    @property
+    def bound(self) -> bool: ...
+    @property
+    def slot(self) -> Optional[int]: ...
+    @property
+    def floor_ms(self) -> int: ...
+    @property
+    def ceiling_ms(self) -> int: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    __hash__: ClassVar[None]  # type: ignore[assignment]
+
+@final
+class Event:
+    """Something the runtime's keeper noticed. Attributes that do not apply to a kind are None."""
+
+    @property
+    def kind(self) -> str:
+        """A stable snake_case name: slot_acquired, slot_lost, duplicate_owner_key, clock_skew,
+        renewal_failed, store_reset, acquire_failed or slot_released (later versions may add more)."""
+
+    @property
+    def message(self) -> str: ...
+    @property
+    def slot(self) -> Optional[int]: ...
+    @property
+    def fence(self) -> Optional[int]: ...
+    @property
+    def floor_ms(self) -> Optional[int]: ...
+    @property
+    def ceiling_ms(self) -> Optional[int]: ...
+    @property
+    def next_floor_ms(self) -> Optional[int]: ...
+    @property
+    def skew_ms(self) -> Optional[int]: ...
+    @property
+    def attempt(self) -> Optional[int]: ...
+    @property
+    def error(self) -> Optional[str]: ...
+    @property
+    def key(self) -> Optional[str]: ...
+
+@final
+class Generator:
+    """A named generator of a Runtime: its own id space on the runtime's slot. Thread-safe."""
+
+    def next(self) -> int: ...
+    def next_batch(self, n: int) -> list[int]: ...
+    def next_into(self, buffer: Any) -> int: ...
+    def next_str(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+
+@final
+class Runtime:
+    """A running id source: a slot kept by a background thread, and named generators on it.
+
+    Thread-safe: share one runtime between threads. Ids of one generator are unique across every
+    process of the namespace and strictly increase per generator within one binding.
+
+    ``config`` is None (the embedded SQLite store at ``$XDG_STATE_HOME/cosid/slots.db``), a YAML
+    or JSON ``str``, a ``dict``, or a path. An ``os.PathLike`` is always a path; a ``str`` is a
+    path when it has no newline and names an existing file, and a document otherwise.
+    """
+
+    def __new__(
+        cls,
+        config: Union[None, str, os.PathLike[str], Mapping[str, Any]] = None,
+        *,
+        on_event: Optional[Callable[[Event], object]] = None,
+    ) -> Self: ...
+    def next(self) -> int:
+        """One id."""
+
+    def next_batch(self, n: int) -> list[int]:
+        """``n`` ids (0 to ``MAX_BATCH``), in increasing order."""
+
+    def next_into(self, buffer: Any) -> int:
+        """Fills a writable C-contiguous buffer of 64-bit integers (``array('Q')``, a numpy
+        ``uint64`` or ``int64`` array, ``memoryview(...).cast('Q')``) with ids; returns the count."""
+
+    def next_str(self) -> str:
+        """One id as 11 base-62 characters (sorting the strings sorts the ids)."""
+
+    def parse(self, id: Union[int, str]) -> IdParts:
+        """An id (an int, or the base-62 text of ``next_str``) taken apart with this layout."""
+
+    def generator(self, name: str) -> Generator:
+        """The generator called ``name``, created on first use; ``""`` is the default one."""
+
+    def stats(self) -> Stats: ...
+    def on_event(self, callback: Callable[[Event], object]) -> None:
+        """Calls ``callback(event)`` on the keeper's thread for every later event."""
+
+    def close(self) -> None:
+        """Ordered shutdown: generators stop, the slot is released. Idempotent."""
+
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+        /,
+    ) -> bool: ...
+    @property
+    def layout(self) -> Layout: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def slot(self) -> Optional[int]: ...
+    @property
+    def closed(self) -> bool: ...

@@ -1,0 +1,190 @@
+//! Issuing ids into Python objects, with the GIL held on the fast path and released around
+//! every wait.
+//!
+//! Releasing and re-taking the GIL costs more than an id (about 100 ns against 20 ns), so the
+//! fast path calls the core's non-blocking `try_next` / `try_reserve` with the GIL held; only
+//! when the core says "wait" (next tick, floor, ceiling, no slot yet) is the GIL released around
+//! the core's bounded, blocking wait, so other Python threads run meanwhile.
+
+use crate::buffer::U64Buffer;
+use crate::errors;
+use cosid_core::{Generator, Reservation, TryNext};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyInt, PyList, PyString};
+
+/// The most ids one `next_batch` call returns (a list of this many ints is about 40 MB).
+/// `next_into` has no such limit: the caller owns the memory.
+pub(crate) const MAX_BATCH: usize = 1 << 20;
+
+/// One id.
+#[inline]
+pub(crate) fn one(py: Python<'_>, g: &Generator) -> PyResult<u64> {
+    match g.try_next() {
+        Ok(TryNext::Ready(id)) => Ok(id),
+        Ok(TryNext::Wait { .. }) => one_waiting(py, g),
+        Err(e) => Err(errors::to_py(py, e)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn one_waiting(py: Python<'_>, g: &Generator) -> PyResult<u64> {
+    py.detach(|| g.next()).map_err(|e| errors::to_py(py, e))
+}
+
+/// Up to `want` consecutive ids in one atomic step.
+#[inline]
+fn reserve(py: Python<'_>, g: &Generator, want: u32) -> PyResult<Reservation> {
+    match g.try_reserve(want) {
+        Ok(TryNext::Ready(r)) => Ok(r),
+        Ok(TryNext::Wait { .. }) => py
+            .detach(|| g.reserve_waiting(want))
+            .map_err(|e| errors::to_py(py, e)),
+        Err(e) => Err(errors::to_py(py, e)),
+    }
+}
+
+/// Calls `put(index, id)` for `n` fresh ids, reserving runs of them per atomic step.
+#[inline]
+fn fill(
+    py: Python<'_>,
+    g: &Generator,
+    n: usize,
+    mut put: impl FnMut(usize, u64) -> PyResult<()>,
+) -> PyResult<()> {
+    let layout = g.layout();
+    let mut filled = 0;
+    while filled < n {
+        let want = (n - filled).min(u32::MAX as usize) as u32;
+        let r = reserve(py, g, want)?;
+        let base = layout.compose(r.timestamp, r.slot, 0) | r.first_sequence as u64;
+        for i in 0..r.count as usize {
+            put(filled + i, base + i as u64)?;
+        }
+        filled += r.count as usize;
+    }
+    Ok(())
+}
+
+/// `n` ids as a new list of ints.
+pub(crate) fn batch<'py>(
+    py: Python<'py>,
+    g: &Generator,
+    n: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyList>> {
+    let n = batch_size(py, n)?;
+    // SAFETY: PyList_New returns a new reference (or NULL with an exception set), owned here.
+    let list = unsafe {
+        Bound::from_owned_ptr_or_err(py, ffi::PyList_New(n as ffi::Py_ssize_t))?
+            .cast_into_unchecked::<PyList>()
+    };
+    fill(py, g, n, |i, id| {
+        // SAFETY: PyLong_FromUnsignedLongLong returns a new reference or NULL with an
+        // exception set; PyList_SetItem steals it into slot `i` < n of our fresh list (a NULL
+        // slot left by an error is fine: the list's dealloc skips NULL items).
+        unsafe {
+            let item = ffi::PyLong_FromUnsignedLongLong(id);
+            if item.is_null() {
+                return Err(PyErr::fetch(py));
+            }
+            if ffi::PyList_SetItem(list.as_ptr(), i as ffi::Py_ssize_t, item) != 0 {
+                return Err(PyErr::fetch(py));
+            }
+        }
+        Ok(())
+    })?;
+    Ok(list)
+}
+
+/// Fills `buffer` with ids; returns how many.
+pub(crate) fn into_buffer(
+    py: Python<'_>,
+    g: &Generator,
+    buffer: &Bound<'_, PyAny>,
+) -> PyResult<usize> {
+    let mut buf = U64Buffer::get(buffer)?;
+    let n = buf.len();
+    fill(py, g, n, |i, id| {
+        buf.write(i, id);
+        Ok(())
+    })?;
+    Ok(n)
+}
+
+/// One id as its 11-character base-62 text.
+pub(crate) fn one_str<'py>(py: Python<'py>, g: &Generator) -> PyResult<Bound<'py, PyString>> {
+    let id = one(py, g)?;
+    let mut buf = [0u8; cosid_core::convert::BASE62_WIDTH];
+    Ok(PyString::new(
+        py,
+        cosid_core::convert::write_base62(id, &mut buf),
+    ))
+}
+
+/// A batch size: an int (not a bool) from 0 to `MAX_BATCH`.
+fn batch_size(py: Python<'_>, n: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let n = index(py, n, "the batch size")?;
+    match n.extract::<i64>() {
+        Ok(v) if v < 0 => Err(errors::invalid(
+            py,
+            format!("the batch size {v} is negative; ask for 0 to {MAX_BATCH} ids"),
+        )),
+        Ok(v) if v as u64 <= MAX_BATCH as u64 => Ok(v as usize),
+        _ => {
+            let negative = n.lt(0)?;
+            Err(errors::invalid(
+                py,
+                format!(
+                    "the batch size {} is {}; ask for 0 to {MAX_BATCH} ids per call (or fill \
+                     a buffer of any size with next_into)",
+                    n.str()?,
+                    if negative { "negative" } else { "too large" }
+                ),
+            ))
+        }
+    }
+}
+
+/// `obj` as an int: a Python int or anything with `__index__` (numpy integers), not a bool
+/// (`next_batch(True)` is a bug, not a request for one id).
+pub(crate) fn index<'py>(
+    py: Python<'py>,
+    obj: &Bound<'py, PyAny>,
+    what: &str,
+) -> PyResult<Bound<'py, PyInt>> {
+    if obj.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "{what} must be an int, not bool"
+        )));
+    }
+    if let Ok(i) = obj.cast::<PyInt>() {
+        return Ok(i.clone());
+    }
+    // SAFETY: PyNumber_Index returns a new reference or NULL with an exception set.
+    let as_int = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyNumber_Index(obj.as_ptr())) };
+    match as_int {
+        Ok(i) => Ok(i.cast_into::<PyInt>()?),
+        Err(_) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "{what} must be an int, not {}",
+            obj.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|_| "?".into())
+        ))),
+    }
+}
+
+/// An id argument: an int from 0 to 2**64 - 1.
+pub(crate) fn id_arg(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let n = index(py, obj, "an id")?;
+    n.extract::<u64>().map_err(|_| {
+        errors::invalid(
+            py,
+            format!(
+                "{} is not an id; ids are integers from 0 to 18446744073709551615",
+                n.str().map(|s| s.to_string()).unwrap_or_default()
+            ),
+        )
+    })
+}

@@ -1,0 +1,104 @@
+//! `cosid._cosid`: the private native module of the `cosid` Python package.
+//!
+//! A thin binding: every rule lives in `cosid-core`. This crate turns Python arguments into
+//! core calls, core results into Python objects, and core error kinds into the exception
+//! classes of `cosid._errors`. The public package is `python/cosid/`; its `_cosid.pyi` types
+//! this module and `mypy.stubtest` checks the two agree.
+
+mod buffer;
+mod config;
+mod errors;
+mod issue;
+mod records;
+mod runtime;
+
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+/// The fixed-width base-62 text of an id: 11 characters of `0-9A-Za-z`, ordered like the ids.
+#[pyfunction]
+#[pyo3(signature = (id, /))]
+fn to_base62<'py>(py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
+    let id = issue::id_arg(py, id)?;
+    let mut buf = [0u8; cosid_core::convert::BASE62_WIDTH];
+    Ok(PyString::new(
+        py,
+        cosid_core::convert::write_base62(id, &mut buf),
+    ))
+}
+
+/// The id that `to_base62` wrote as `text`.
+#[pyfunction]
+#[pyo3(signature = (text, /))]
+fn from_base62(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let Ok(s) = text.cast::<PyString>() else {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "a base-62 id must be a str, not {}",
+            text.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|_| "?".into())
+        )));
+    };
+    cosid_core::convert::parse_base62(&s.to_cow()?).map_err(|e| errors::to_py(py, e))
+}
+
+/// Testing hook: the exception the binding raises for the core error kind called `kind`
+/// (its snake_case name, one of `_ERROR_KINDS`), with `message`. Lets the tests check the
+/// mapping for kinds that need a broken store or a stepped clock to happen for real.
+#[pyfunction]
+fn _error_for_kind(py: Python<'_>, kind: &str, message: &str) -> PyResult<Py<PyAny>> {
+    let kind = errors::kind_named(kind)
+        .ok_or_else(|| errors::invalid(py, format!("{kind:?} is not a core error kind")))?;
+    let err = errors::for_kind(py, kind, message.to_string());
+    Ok(err.into_value(py).into_any())
+}
+
+/// The C API status name of the core error kind called `kind`.
+#[pyfunction]
+fn _status_for_kind(py: Python<'_>, kind: &str) -> PyResult<&'static str> {
+    errors::kind_named(kind)
+        .and_then(errors::names)
+        .map(|(status, _)| status)
+        .ok_or_else(|| errors::invalid(py, format!("{kind:?} is not a core error kind")))
+}
+
+#[pymodule]
+fn _cosid(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("MAX_BATCH", issue::MAX_BATCH)?;
+    m.add(
+        "_ERROR_KINDS",
+        cosid_core::ErrorKind::ALL
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>(),
+    )?;
+    m.add_class::<runtime::PyRuntime>()?;
+    m.add_class::<runtime::PyGenerator>()?;
+    m.add_class::<records::PyIdParts>()?;
+    m.add_class::<records::PyLayout>()?;
+    m.add_class::<records::PyStats>()?;
+    m.add_class::<records::PyEvent>()?;
+    m.add_function(wrap_pyfunction!(to_base62, m)?)?;
+    m.add_function(wrap_pyfunction!(from_base62, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::_shutdown, m)?)?;
+    m.add_function(wrap_pyfunction!(_error_for_kind, m)?)?;
+    m.add_function(wrap_pyfunction!(_status_for_kind, m)?)?;
+    // `add` appended every name, private ones too; export the public ones only.
+    m.setattr(
+        "__all__",
+        [
+            "Event",
+            "Generator",
+            "IdParts",
+            "Layout",
+            "MAX_BATCH",
+            "Runtime",
+            "Stats",
+            "from_base62",
+            "to_base62",
+        ],
+    )?;
+    Ok(())
+}

@@ -1,0 +1,229 @@
+//! Small immutable records handed to Python: an id's parts, a layout, counters, an event.
+
+use cosid_core::convert::IdInfo;
+use cosid_core::{Event, Layout, Stats};
+use pyo3::prelude::*;
+
+/// An id taken apart (`Runtime.parse`): the same fields as `cosid parse` prints.
+#[pyclass(frozen, eq, hash, get_all, module = "cosid._cosid", name = "IdParts")]
+#[derive(PartialEq, Eq, Hash)]
+pub(crate) struct PyIdParts {
+    id: u64,
+    timestamp_ms: i64,
+    time: String,
+    slot: u32,
+    sequence: u32,
+}
+
+impl From<IdInfo> for PyIdParts {
+    fn from(i: IdInfo) -> Self {
+        PyIdParts {
+            id: i.id,
+            timestamp_ms: i.timestamp_ms,
+            time: i.time_rfc3339,
+            slot: i.slot,
+            sequence: i.sequence,
+        }
+    }
+}
+
+#[pymethods]
+impl PyIdParts {
+    fn __repr__(&self) -> String {
+        format!(
+            "IdParts(id={}, timestamp_ms={}, time={:?}, slot={}, sequence={})",
+            self.id, self.timestamp_ms, self.time, self.slot, self.sequence
+        )
+    }
+}
+
+/// The bit layout of a runtime's ids.
+#[pyclass(frozen, eq, hash, get_all, module = "cosid._cosid", name = "Layout")]
+#[derive(PartialEq, Eq, Hash)]
+pub(crate) struct PyLayout {
+    epoch_ms: i64,
+    unit: &'static str,
+    timestamp_bits: u8,
+    node_bits: u8,
+    sequence_bits: u8,
+    js_safe: bool,
+    max_slot: u32,
+    max_sequence: u32,
+    max_id: u64,
+    runs_out_at_ms: i64,
+}
+
+impl From<&Layout> for PyLayout {
+    fn from(l: &Layout) -> Self {
+        PyLayout {
+            epoch_ms: l.epoch_ms(),
+            unit: l.unit().name(),
+            timestamp_bits: l.timestamp_bits(),
+            node_bits: l.node_bits(),
+            sequence_bits: l.sequence_bits(),
+            js_safe: l.is_js_safe(),
+            max_slot: l.max_slot(),
+            max_sequence: l.max_sequence(),
+            max_id: l.max_id(),
+            runs_out_at_ms: l.runs_out_at_ms(),
+        }
+    }
+}
+
+#[pymethods]
+impl PyLayout {
+    fn __repr__(&self) -> String {
+        format!(
+            "Layout(epoch_ms={}, unit={:?}, timestamp_bits={}, node_bits={}, sequence_bits={}, \
+             js_safe={})",
+            self.epoch_ms,
+            self.unit,
+            self.timestamp_bits,
+            self.node_bits,
+            self.sequence_bits,
+            if self.js_safe { "True" } else { "False" }
+        )
+    }
+}
+
+/// A runtime's counters (`Runtime.stats()`), read at one moment.
+#[pyclass(frozen, eq, get_all, module = "cosid._cosid", name = "Stats")]
+#[derive(PartialEq, Eq)]
+pub(crate) struct PyStats {
+    ids_issued: u64,
+    waits: u64,
+    renewals: u64,
+    renewal_failures: u64,
+    acquisitions: u64,
+    slots_lost: u64,
+    clock_skew_events: u64,
+    bound: bool,
+    slot: Option<u32>,
+    floor_ms: i64,
+    ceiling_ms: i64,
+}
+
+impl From<Stats> for PyStats {
+    fn from(s: Stats) -> Self {
+        PyStats {
+            ids_issued: s.ids_issued,
+            waits: s.waits,
+            renewals: s.renewals,
+            renewal_failures: s.renewal_failures,
+            acquisitions: s.acquisitions,
+            slots_lost: s.slots_lost,
+            clock_skew_events: s.clock_skew_events,
+            bound: s.bound,
+            slot: s.bound.then_some(s.slot),
+            floor_ms: s.floor,
+            ceiling_ms: s.ceiling,
+        }
+    }
+}
+
+#[pymethods]
+impl PyStats {
+    fn __repr__(&self) -> String {
+        format!(
+            "Stats(ids_issued={}, waits={}, renewals={}, renewal_failures={}, acquisitions={}, \
+             slots_lost={}, clock_skew_events={}, bound={}, slot={}, floor_ms={}, ceiling_ms={})",
+            self.ids_issued,
+            self.waits,
+            self.renewals,
+            self.renewal_failures,
+            self.acquisitions,
+            self.slots_lost,
+            self.clock_skew_events,
+            if self.bound { "True" } else { "False" },
+            self.slot.map_or("None".to_string(), |s| s.to_string()),
+            self.floor_ms,
+            self.ceiling_ms
+        )
+    }
+}
+
+/// Something the runtime's keeper noticed, passed to `Runtime.on_event` callbacks. `kind` is a
+/// stable snake_case name; the attributes that do not apply to a kind are `None`.
+#[pyclass(frozen, get_all, module = "cosid._cosid", name = "Event")]
+pub(crate) struct PyEvent {
+    kind: &'static str,
+    message: String,
+    slot: Option<u32>,
+    fence: Option<u64>,
+    floor_ms: Option<i64>,
+    ceiling_ms: Option<i64>,
+    next_floor_ms: Option<i64>,
+    skew_ms: Option<i64>,
+    attempt: Option<u32>,
+    error: Option<String>,
+    key: Option<String>,
+}
+
+impl From<&Event> for PyEvent {
+    fn from(e: &Event) -> Self {
+        let mut ev = PyEvent {
+            kind: e.name(),
+            message: e.to_string(),
+            slot: None,
+            fence: None,
+            floor_ms: None,
+            ceiling_ms: None,
+            next_floor_ms: None,
+            skew_ms: None,
+            attempt: None,
+            error: None,
+            key: None,
+        };
+        match e {
+            Event::SlotAcquired {
+                slot,
+                fence,
+                floor,
+                ceiling,
+            } => {
+                ev.slot = Some(*slot);
+                ev.fence = Some(*fence);
+                ev.floor_ms = Some(*floor);
+                ev.ceiling_ms = Some(*ceiling);
+            }
+            Event::SlotLost { slot, reason } => {
+                ev.slot = Some(*slot);
+                ev.error = Some(reason.clone());
+            }
+            Event::DuplicateOwnerKey { slot, key } => {
+                ev.slot = Some(*slot);
+                ev.key = Some(key.clone());
+            }
+            Event::ClockSkew { skew_ms } => ev.skew_ms = Some(*skew_ms),
+            Event::RenewalFailed {
+                slot,
+                attempt,
+                error,
+            } => {
+                ev.slot = Some(*slot);
+                ev.attempt = Some(*attempt);
+                ev.error = Some(error.clone());
+            }
+            Event::StoreReset { slot } => ev.slot = Some(*slot),
+            Event::AcquireFailed { error } => ev.error = Some(error.clone()),
+            Event::SlotReleased { slot, next_floor } => {
+                ev.slot = Some(*slot);
+                ev.next_floor_ms = Some(*next_floor);
+            }
+            // A kind added to the core later: `kind` and `message` still say what happened.
+            _ => {}
+        }
+        ev
+    }
+}
+
+#[pymethods]
+impl PyEvent {
+    fn __repr__(&self) -> String {
+        format!("Event(kind={:?}, message={:?})", self.kind, self.message)
+    }
+
+    fn __str__(&self) -> String {
+        self.message.clone()
+    }
+}

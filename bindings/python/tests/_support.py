@@ -1,0 +1,47 @@
+"""Helpers for the tests, and functions run in child processes (importable by spawned children,
+which get the parent's sys.path)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import cosid
+
+
+# bindings/python, where README.md is.
+SOURCE_DIR = Path(__file__).resolve().parent.parent
+
+
+def lease_config(store: str, namespace: str = "test", **lease: Any) -> dict[str, Any]:
+    """A configuration dict for a leased slot on `store` (lease keys with '_' become '-')."""
+    section: dict[str, Any] = {"store": store}
+    section.update({k.replace("_", "-"): v for k, v in lease.items()})
+    return {"cosid": {"namespace": namespace, "machine": {"lease": section}}}
+
+
+# The parent's runtime, set before a fork so the child inherits it.
+inherited: Optional[cosid.Runtime] = None
+
+
+def issue_on_store(config: dict[str, Any], count: int) -> tuple[int, list[int]]:
+    """Builds a runtime on `config`, issues `count` ids (singly and in batches), closes it."""
+    with cosid.Runtime(config) as rt:
+        slot = rt.slot
+        assert slot is not None
+        ids = [rt.next() for _ in range(count // 2)]
+        ids += rt.next_batch(count - len(ids))
+    return slot, ids
+
+
+def forked_child(config: dict[str, Any], count: int, queue: Any) -> None:
+    """In a child forked from a parent holding `inherited`: the parent's runtime must refuse,
+    and a new runtime must work. Puts (error class name, status, slot, ids) on `queue`."""
+    assert inherited is not None
+    try:
+        inherited.next()
+        outcome = ("no error", "", -1, [])
+    except cosid.CosIdError as e:
+        slot, ids = issue_on_store(config, count)
+        outcome = (type(e).__name__, e.status, slot, ids)
+    queue.put(outcome)
