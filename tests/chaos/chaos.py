@@ -85,6 +85,7 @@ class Run:
         self.args = args
         self.cosid = Path(args.cosid).resolve()
         self.work = Path(tempfile.mkdtemp(prefix="cosid-chaos-", dir=args.workdir))
+        os.chmod(self.work, 0o755)  # PostgreSQL runs as the postgres user and must get in
         # Passwords: random per run, long enough that a hit in a grep is never chance.
         self.redis_password = "rp-" + secrets.token_hex(12)
         self.pg_password = "pp-" + secrets.token_hex(12)
@@ -229,12 +230,19 @@ class Ctx:
 
     # -- processes -----------------------------------------------------------------------------
     def spawn(self, label: str, key: str | None = None, skew: str | None = None, via_proxy: bool = False,
-              rate: int | None = None, url: str | None = None, env: dict | None = None) -> Proc:
+              rate: int | None = None, url: str | None = None, env: dict | None = None,
+              preferred_slot: int | None = None) -> Proc:
         key = key or f"{self.namespace}-{label}"
         env = dict(self.cmd_env, **(env or {}))
         args = ["next", "--follow", "--rate", str(rate or self.run.args.rate), "--format", "dec",
                 "--store", url or self.url(via_proxy), "--namespace", self.namespace,
                 "--owner-key", key, "--ttl", TTL, "--tolerance", TOLERANCE]
+        if preferred_slot is not None:
+            # No flag for it: a configuration file, which the flags above complete.
+            cfg = self.dir / f"{label}.yaml"
+            cfg.write_text("cosid:\n  machine:\n    lease:\n      store: 'memory:'\n"
+                           f"      preferred-slot: {preferred_slot}\n      acquire-timeout: {TTL}\n")
+            args += ["--config", str(cfg)]
         p = Proc(self, label, args, key, skew=skew, env=env)
         self.procs.append(p)
         self.note(f"{label} started" + (f" (clock {skew})" if skew else "") + (" via proxy" if via_proxy else ""))
@@ -370,9 +378,13 @@ def run_one(run: Run, scenario, store: str) -> Row:
             except Exception as e:  # noqa: BLE001
                 ctx.fail(f"check raised {type(e).__name__}: {ctx.redact(str(e))}")
                 (ctx.dir / "traceback.txt").write_text(traceback.format_exc())
-    verdict = check_ids(ctx.procs, SLOT_LIMIT, ctx.holders if scenario.check_holders else None)
+    holders = ctx.holders if scenario.check_holders and store not in scenario.no_holder_check else None
+    verdict = check_ids(ctx.procs, SLOT_LIMIT, holders)
     ctx.failures.extend(verdict.failures)
     check_processes(ctx, scenario)
+    check_decoding(ctx)
+    for hit in grep_passwords(run, ctx.dir):
+        ctx.fail(hit)
     row = make_row(ctx, scenario, store, verdict)
     row.seconds = time.monotonic() - t0
     (ctx.dir / "timeline.txt").write_text("\n".join(ctx.timeline) + "\n")
@@ -381,7 +393,30 @@ def run_one(run: Run, scenario, store: str) -> Row:
         f"({row.seconds:.0f}s)")
     for f in row.failures[:12]:
         say(f"    - {f}")
+    if row.ok and not run.args.keep:
+        shutil.rmtree(ctx.dir, ignore_errors=True)
     return row
+
+
+def check_decoding(ctx: Ctx) -> None:
+    """The harness's layout math agrees with `cosid parse` (a few ids per scenario)."""
+    sample = []
+    for p in ctx.procs:
+        ids = p.ids()
+        if ids:
+            sample += [ids[0], ids[-1]]
+    if not sample:
+        return
+    sample = sample[:6]
+    r = ctx.cosid_cmd(["parse"] + [str(i) for i in sample], label="parse")
+    if r.returncode != 0:
+        ctx.fail(f"cosid parse failed: {r.stderr.strip()[:200]}")
+        return
+    for id_, line in zip(sample, r.stdout.splitlines()):
+        info = json.loads(line)
+        ts, slot, seq = decode(id_)
+        if (info.get("timestamp_ms"), info.get("slot"), info.get("sequence")) != (ts, slot, seq):
+            ctx.fail(f"cosid parse {id_} gives {line}, the harness decodes ({ts}, {slot}, {seq})")
 
 
 PANIC = re.compile(r"panicked at|RUST_BACKTRACE|Segmentation fault|core dumped", re.I)
@@ -445,13 +480,18 @@ def make_row(ctx: Ctx, scenario, store: str, v: Verdict) -> Row:
 # Credentials: grep everything captured
 
 
-def grep_passwords(run: Run) -> list[str]:
+SKIP_SUFFIXES = (".db", ".db-wal", ".db-shm", ".pem", ".key", ".csr", ".srl", ".so", ".aof", ".rdb")
+SKIP_DIRS = {"redis-data", "pg-data", "etcd-data", "pg-template", "tls", "state"}
+
+
+def grep_passwords(run: Run, where: Path) -> list[str]:
+    """Files under `where` that contain a password (data directories excluded: a store keeps
+    its own credentials)."""
     hits = []
-    for path in run.work.rglob("*"):
-        if not path.is_file() or path.suffix in (".db", ".db-wal", ".db-shm", ".pem", ".key", ".csr", ".srl"):
+    for path in where.rglob("*"):
+        if not path.is_file() or path.suffix in SKIP_SUFFIXES:
             continue
-        if "redis-data" in path.parts or "pg-data" in path.parts or "etcd-data" in path.parts or \
-                "pg-template" in path.parts or "tls" in path.parts:
+        if SKIP_DIRS.intersection(path.relative_to(where).parts):
             continue
         try:
             data = path.read_bytes()
@@ -613,14 +653,19 @@ def main() -> int:
         say(f"chaos: round {rounds} done, {len(rows)} runs, {sum(r.ids for r in rows)} ids, "
             f"{sum(not r.ok for r in rows)} failed, {(deadline - time.monotonic()) / 60:.1f} minutes left")
 
-    hits = grep_passwords(run)
+    # The per-scenario greps ran after each scenario; this row adds the files outside them.
+    hits = [f for r in rows for f in r.failures if "contains a password" in f]
+    hits += grep_passwords(run, run.work) if run.work.exists() else []
+    n_files = sum(1 for _ in run.work.rglob("*")) if run.work.exists() else 0
     cred = Row("credentials never printed (grep of every captured output and log)", "all",
-               f"{sum(len(list(run.work.glob('*/*.err'))) for _ in [0])} stderr files", 0, 0, 0, "none",
-               f"{len(run.passwords)} passwords searched", ok=not hits, failures=hits)
+               "every process", 0, 0, 0, "none",
+               f"{len(run.passwords)} passwords searched in every scenario's files", ok=not hits,
+               failures=sorted(set(hits)))
     rows.append(cred)
     say(f"[{'ok' if cred.ok else 'FAILED'}] {cred.scenario}")
     for h in hits[:10]:
         say(f"    - {h}")
+    _ = n_files
 
     elapsed = time.monotonic() - t0
     mode = "long" if args.minutes else "short"

@@ -332,13 +332,11 @@ class PostgresTemplate:
         self.chown(data)
         server = Postgres(self.dir, self, data_dir=data)
         server.start()
-        sql = (
-            f"CREATE ROLE cosid LOGIN PASSWORD '{self.password}';"
-            "CREATE DATABASE cosid OWNER cosid;"
-        )
         out = subprocess.run(
             [_postgres_bin("psql"), "-h", str(server.sockdir), "-p", str(server.port), "-U", "postgres",
-             "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-q", "-c", sql],
+             "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-q",
+             "-c", f"CREATE ROLE cosid LOGIN PASSWORD '{self.password}'",
+             "-c", "CREATE DATABASE cosid OWNER cosid"],
             capture_output=True, text=True, **self.popen_extra(),
         )
         server.stop_clean()
@@ -389,6 +387,16 @@ class Postgres(Server):
                     "-c", f"ssl_key_file={self.tls['key']}"]
         return cmd
 
+    def start(self, timeout: float = 60) -> None:
+        if self.tls:
+            # TLS only: a plain-text connection is refused, so a working client used TLS.
+            (self.data / "pg_hba.conf").write_text(
+                "local all all trust\n"
+                "hostssl all all 127.0.0.1/32 scram-sha-256\n"
+                "hostnossl all all 127.0.0.1/32 reject\n")
+            self.template.chown(self.data / "pg_hba.conf")
+        super().start(timeout)
+
     def ready(self, timeout: float) -> bool:
         # The port opens before recovery ends; ask pg_isready.
         deadline = time.monotonic() + timeout
@@ -426,9 +434,13 @@ class Postgres(Server):
     def stop(self) -> None:
         self.stop_clean()
 
-    def url(self, port=None, password=None) -> str:
+    def url(self, port=None, password=None, sslmode: str | None = None) -> str:
         pw = self.password if password is None else password
-        q = "?sslmode=require" if self.tls else "?sslmode=disable"
+        if sslmode is None:
+            sslmode = "verify-full" if self.tls else "disable"
+        q = f"?sslmode={sslmode}"
+        if self.tls and sslmode.startswith("verify"):
+            q += f"&sslrootcert={self.tls['ca']}"
         return f"postgres://cosid:{pw}@127.0.0.1:{port or self.port}/cosid{q}"
 
 
