@@ -14,7 +14,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(name = "cosid", version, about = "Distributed Snowflake ids, unique whatever the clocks do")]
+#[command(
+    name = "cosid",
+    version,
+    about = "Distributed Snowflake ids, unique whatever the clocks do"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -101,7 +105,12 @@ struct SlotsArgs {
 #[derive(Args, Debug)]
 struct MigrateArgs {
     /// Store URL (with --namespace).
-    #[arg(long, value_name = "URL", conflicts_with = "state_file", required_unless_present = "state_file")]
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with = "state_file",
+        required_unless_present = "state_file"
+    )]
     store: Option<String>,
     /// Namespace.
     #[arg(long, value_name = "NS", default_value = cosid_core::config::DEFAULT_NAMESPACE)]
@@ -166,8 +175,9 @@ fn build_config(args: &RuntimeArgs) -> cosid_core::Result<Config> {
         Machine::Static(_) => {}
         Machine::Lease(lease) => {
             if let Some(s) = &args.store {
-                cosid_core::store::StoreUrl::parse(s)
-                    .map_err(|e| Error::new(ErrorKind::Config, format!("--store: {}", e.message())))?;
+                cosid_core::store::StoreUrl::parse(s).map_err(|e| {
+                    Error::new(ErrorKind::Config, format!("--store: {}", e.message()))
+                })?;
                 lease.store = s.clone();
             }
             if let Some(k) = &args.owner_key {
@@ -288,7 +298,11 @@ fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
     let Some(ns) = snap.namespace.map(|v| v.value) else {
         return Err(Error::new(
             ErrorKind::Config,
-            format!("namespace '{}' does not exist in {}", a.namespace, store.describe()),
+            format!(
+                "namespace '{}' does not exist in {}",
+                a.namespace,
+                store.describe()
+            ),
         ));
     };
     let mut slots = snap.slots.slots;
@@ -303,7 +317,11 @@ fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
             a.namespace,
             ns.limit,
             ns.tolerance_ms,
-            if ns.not_before_ms > 0 { t(ns.not_before_ms) } else { "-".into() },
+            if ns.not_before_ms > 0 {
+                t(ns.not_before_ms)
+            } else {
+                "-".into()
+            },
             t(now)
         );
         let _ = writeln!(
@@ -319,7 +337,11 @@ fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
             Some(_) if now >= r.expires_at => "expired",
             Some(_) => "held",
         };
-        let holder = r.owner.as_ref().map(|o| o.key.clone()).unwrap_or_else(|| "-".into());
+        let holder = r
+            .owner
+            .as_ref()
+            .map(|o| o.key.clone())
+            .unwrap_or_else(|| "-".into());
         if a.json {
             let _ = writeln!(
                 out,
@@ -370,8 +392,12 @@ fn json_str(s: Option<&str>) -> String {
 }
 
 fn cmd_migrate(a: MigrateArgs) -> cosid_core::Result<()> {
-    let not_before = cosid_core::time::parse_rfc3339(&a.not_before)
-        .map_err(|e| Error::new(ErrorKind::InvalidArgument, format!("--not-before: {}", e.message())))?;
+    let not_before = cosid_core::time::parse_rfc3339(&a.not_before).map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("--not-before: {}", e.message()),
+        )
+    })?;
     if let Some(path) = &a.state_file {
         let current = cosid_core::static_slot::read_state(path)?;
         let next = current.unwrap_or(i64::MIN).max(not_before);
@@ -387,12 +413,24 @@ fn cmd_migrate(a: MigrateArgs) -> cosid_core::Result<()> {
     }
     let url = a.store.as_deref().unwrap_or_default();
     let store = cosid_core::store::open(url)?;
-    let rec = LeaseClient::raise_not_before(&store, &a.namespace, not_before)?;
+    let done = LeaseClient::raise_not_before(&store, &a.namespace, not_before)?;
     println!(
         "namespace {} in {}: every slot's next floor is now at least {}",
         a.namespace,
         store.describe(),
-        cosid_core::time::format_rfc3339_ms(rec.not_before_ms)
+        cosid_core::time::format_rfc3339_ms(done.namespace.not_before_ms)
     );
-    Ok(())
+    if done.held_below.is_empty() {
+        return Ok(());
+    }
+    for (slot, key) in &done.held_below {
+        eprintln!("cosid: warning: slot {slot} is held by '{key}' with a window that starts before --not-before; restart that process");
+    }
+    Err(Error::new(
+        ErrorKind::InvalidArgument,
+        format!(
+            "{} live holder(s) were granted windows before the migration; run `cosid migrate` before starting cosid 5 runtimes, or restart them",
+            done.held_below.len()
+        ),
+    ))
 }

@@ -176,10 +176,17 @@ impl Config {
         };
         let machine = match k.take("machine") {
             Some(v) => parse_machine(v, &layout)?,
-            None => Machine::Lease(LeaseConfig {
-                store: format!("sqlite://{}", default_store_path()?.display()),
-                ..LeaseConfig::default()
-            }),
+            // The default lease, with its bits capped to the layout's node bits (as
+            // parse_machine does): a slot above the layout's max_slot would spill into the
+            // timestamp bits of the id (found by fuzz/fuzz_targets/parse_config.rs).
+            None => {
+                let default = LeaseConfig::default();
+                Machine::Lease(LeaseConfig {
+                    store: format!("sqlite://{}", default_store_path()?.display()),
+                    bits: default.bits.min(layout.node_bits()),
+                    ..default
+                })
+            }
         };
         k.finish()?;
         Ok(Config {
@@ -270,8 +277,7 @@ fn parse_machine(v: &Value, layout: &Layout) -> Result<Machine> {
 fn parse_lease(v: &Value, layout: &Layout) -> Result<LeaseConfig> {
     let p = "cosid.machine.lease";
     let mut k = Keys::new(as_map(v, p)?, p);
-    let mut c = LeaseConfig::default();
-    c.store = match k.take("store") {
+    let store = match k.take("store") {
         Some(v) => {
             let s = scalar_string(v, "cosid.machine.lease.store")?;
             crate::store::StoreUrl::parse(&s).map_err(|e| {
@@ -280,6 +286,10 @@ fn parse_lease(v: &Value, layout: &Layout) -> Result<LeaseConfig> {
             s
         }
         None => format!("sqlite://{}", default_store_path()?.display()),
+    };
+    let mut c = LeaseConfig {
+        store,
+        ..LeaseConfig::default()
     };
     if let Some(v) = k.take("ttl") {
         c.ttl = duration(v, "cosid.machine.lease.ttl")?;

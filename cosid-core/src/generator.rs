@@ -640,7 +640,7 @@ mod tests {
             }
         }
         assert_eq!(all.len(), 8 * per_thread);
-        assert_eq!(g.close().is_some(), true);
+        assert!(g.close().is_some());
         assert_eq!(g.issued(), 8 * per_thread as u64);
     }
 }

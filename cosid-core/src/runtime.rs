@@ -30,7 +30,8 @@ use std::time::Duration;
 
 #[derive(Debug)]
 enum Keeper {
-    Lease(LeaseKeeper),
+    // Boxed: a lease keeper is much larger than a static slot, and there is one per runtime.
+    Lease(Box<LeaseKeeper>),
     Static(StaticSlot),
 }
 
@@ -141,6 +142,7 @@ impl RuntimeBuilder {
         };
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         config.layout.check_epoch(clock.now_ms())?;
+        check_slot_fits(&config)?;
         let fork_generation = crate::fork::generation();
         let events = Arc::new(EventBus::default());
         for l in self.listeners {
@@ -160,7 +162,7 @@ impl RuntimeBuilder {
                     tolerance_ms: lease.tolerance.as_millis() as i64,
                 };
                 let client = LeaseClient::new(store, &config.namespace, lease.bits, terms)?;
-                Keeper::Lease(LeaseKeeper::start(
+                Keeper::Lease(Box::new(LeaseKeeper::start(
                     client,
                     window.clone(),
                     clock.clone(),
@@ -172,7 +174,7 @@ impl RuntimeBuilder {
                     },
                     events.clone(),
                     counters.clone(),
-                )?)
+                )?))
             }
             Machine::Static(s) => Keeper::Static(StaticSlot::start(
                 s.clone(),
@@ -216,6 +218,25 @@ impl RuntimeBuilder {
                 fork_generation,
             }),
         })
+    }
+}
+
+/// A slot above the layout's `max_slot` would spill into the timestamp bits of the ids it
+/// composes (and could repeat another slot's ids), so a configuration built in code, which skips
+/// the parser's checks, is checked here too.
+fn check_slot_fits(config: &Config) -> Result<()> {
+    let node_bits = config.layout.node_bits();
+    match &config.machine {
+        Machine::Lease(lease) if lease.bits > node_bits => Err(Error::config(format!(
+            "cosid.machine.lease.bits {} is larger than the layout's node-bits ({node_bits}); use 0 to {node_bits}",
+            lease.bits
+        ))),
+        Machine::Static(s) if s.slot > config.layout.max_slot() => Err(Error::config(format!(
+            "cosid.machine.static.slot {} does not fit the layout's {node_bits} node bits; use 0 to {}",
+            s.slot,
+            config.layout.max_slot()
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -565,16 +586,31 @@ mod tests {
             stolen.lease.floor >= lease.ceiling,
             "the thief starts above our ceiling"
         );
-        // The keeper notices at its next renewal and rebinds elsewhere.
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while rt.lease().map(|l| l.slot) == Some(lease.slot) && std::time::Instant::now() < deadline
+        // The keeper notices at its next renewal and rebinds (another slot, or the same one once
+        // the thief's lease runs out): in both cases a new ownership whose window starts above
+        // every ceiling this runtime was granted.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !events.lock().unwrap().contains(&"slot_lost") && std::time::Instant::now() < deadline
         {
-            clock.advance(Duration::from_secs(1));
+            clock.advance(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(
+            events.lock().unwrap().contains(&"slot_lost"),
+            "the keeper never noticed"
+        );
+        while rt.lease().is_none() && std::time::Instant::now() < deadline {
+            clock.advance(Duration::from_millis(100));
             std::thread::sleep(Duration::from_millis(5));
         }
         let new = rt.lease().expect("rebound");
-        assert_ne!(new.slot, lease.slot);
-        assert!(events.lock().unwrap().contains(&"slot_lost"));
+        assert!(new.fence != lease.fence || new.slot != lease.slot);
+        assert!(
+            new.floor >= lease.ceiling,
+            "{} < {}",
+            new.floor,
+            lease.ceiling
+        );
         let p = rt.layout().decompose(rt.next().unwrap()).unwrap();
         assert_eq!(p.slot, new.slot);
         rt.close().unwrap();

@@ -297,9 +297,6 @@ impl LeaseClient {
                 return Ok(self.granted(&next, now, choice, &records, req));
             }
             raced += 1;
-            if raced >= MAX_RACES {
-                return Err(self.too_many_races("acquiring a slot"));
-            }
         }
     }
 
@@ -398,9 +395,62 @@ impl LeaseClient {
         Err(self.too_many_races("releasing"))
     }
 
-    /// Raises the namespace's `not_before` (the 4.x migration): no later acquisition on any slot
-    /// gets a floor below it. Creates the namespace record if there is none yet.
+    /// Raises the namespace's `not_before` (the 4.x migration): no acquisition that completes
+    /// after this returns gets a floor below it. Creates the namespace record if there is none
+    /// yet.
+    ///
+    /// Two steps, each a compare-and-set per record: the namespace record first, then every slot
+    /// record of the namespace (created where missing), raising the next floor of free slots and
+    /// rewriting held ones. The second step changes every slot's version, so an acquisition that
+    /// read the old `not_before` loses its compare-and-set and retries with the new one. Slots
+    /// still held by a live lease whose window starts below `not_before` are reported: their
+    /// holders were granted before the migration and must be restarted.
     pub fn raise_not_before(
+        store: &SharedStore,
+        namespace: &str,
+        not_before_ms: i64,
+    ) -> Result<Migration> {
+        let record = Self::raise_namespace_not_before(store, namespace, not_before_ms)?;
+        let mut held_below = Vec::new();
+        for slot in 0..record.limit {
+            let mut settled = false;
+            for _ in 0..MAX_RACES {
+                let (now, current) = store.read_slot(namespace, slot)?;
+                let (version, rec) = match current {
+                    Some(v) => (Some(v.version), v.value),
+                    None => (None, SlotRecord::vacant(slot)),
+                };
+                let next = if rec.owner.is_none() {
+                    SlotRecord {
+                        next_floor: rec.next_floor.max(not_before_ms),
+                        ..rec.clone()
+                    }
+                } else {
+                    rec.clone()
+                };
+                if store.cas_slot(namespace, version, &next)?.is_some() {
+                    if let Some(owner) = &rec.owner {
+                        if !rules::is_free(&rec, now) && rec.floor < not_before_ms {
+                            held_below.push((slot, owner.key.clone()));
+                        }
+                    }
+                    settled = true;
+                    break;
+                }
+            }
+            if !settled {
+                return Err(Error::store(format!(
+                    "lost {MAX_RACES} races raising not-before on slot {slot} of '{namespace}'"
+                )));
+            }
+        }
+        Ok(Migration {
+            namespace: record,
+            held_below,
+        })
+    }
+
+    fn raise_namespace_not_before(
         store: &SharedStore,
         namespace: &str,
         not_before_ms: i64,
@@ -433,6 +483,16 @@ impl LeaseClient {
             "lost {MAX_RACES} races raising not-before in '{namespace}'"
         )))
     }
+}
+
+/// What `raise_not_before` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Migration {
+    /// The namespace record after the raise.
+    pub namespace: NamespaceRecord,
+    /// Slots held by a live lease granted before the raise whose window starts below
+    /// `not_before`: `(slot, owner key)`. Restart those holders.
+    pub held_below: Vec<(u32, String)>,
 }
 
 fn fmt_ms(ms: i64) -> String {

@@ -7,7 +7,7 @@ pub mod keeper;
 pub mod record;
 pub mod rules;
 
-pub use client::{AcquireRequest, Acquisition, Choice, LeaseClient, Renewal};
+pub use client::{AcquireRequest, Acquisition, Choice, LeaseClient, Migration, Renewal};
 pub use events::{Event, EventListener, Stats};
 pub use keeper::{KeeperConfig, LeaseKeeper};
 pub use record::{NamespaceRecord, Owner, SlotLease, SlotRecord, Snapshot, Versioned};

@@ -89,6 +89,8 @@ macro_rules! conformance_suite {
             raise_not_before_lifts_every_later_floor,
             raise_not_before_on_a_new_namespace_is_completed_by_the_first_runtime,
             raise_not_before_never_lowers,
+            raise_not_before_defeats_an_acquisition_racing_it,
+            raise_not_before_reports_live_holders_below_it,
             every_slot_once_to_64_concurrent_acquirers_then_exhausted,
             every_slot_once_to_1024_concurrent_acquirers_then_exhausted,
         );
@@ -1090,7 +1092,9 @@ pub fn raise_not_before_lifts_every_later_floor(open: Open) {
     let a = acquire(&c, &Owner::new("a")).lease;
     assert!(c.release(&a, Some(a.store_now)).unwrap());
     let nb = a.store_now + 10 * 86_400_000;
-    let rec = LeaseClient::raise_not_before(&store, &ns, nb).unwrap();
+    let rec = LeaseClient::raise_not_before(&store, &ns, nb)
+        .unwrap()
+        .namespace;
     assert_eq!((rec.not_before_ms, rec.limit), (nb, 2));
     let b = acquire(&c, &Owner::new("b")).lease;
     let d = acquire(&c, &Owner::new("d")).lease;
@@ -1126,10 +1130,57 @@ pub fn raise_not_before_never_lowers(open: Open) {
     let ns = unique_namespace("not-before-lower");
     client(&store, &ns, 1, LONG).open_namespace().unwrap();
     LeaseClient::raise_not_before(&store, &ns, 5_000_000).unwrap();
-    let rec = LeaseClient::raise_not_before(&store, &ns, 4_000_000).unwrap();
+    let rec = LeaseClient::raise_not_before(&store, &ns, 4_000_000)
+        .unwrap()
+        .namespace;
     assert_eq!(rec.not_before_ms, 5_000_000);
     let stored = store.snapshot(&ns).unwrap().namespace.unwrap().value;
     assert_eq!(stored.not_before_ms, 5_000_000);
+}
+
+/// An acquisition that read the namespace before the migration cannot complete after it with a
+/// floor below not-before: the migration rewrites every slot record, so the stale
+/// compare-and-set writes nothing.
+pub fn raise_not_before_defeats_an_acquisition_racing_it(open: Open) {
+    let store = open();
+    let ns = unique_namespace("not-before-race");
+    let c = client(&store, &ns, 1, LONG);
+    c.open_namespace().unwrap();
+    let before = store.snapshot(&ns).unwrap();
+    let stale_version = before
+        .slots
+        .slots
+        .iter()
+        .find(|r| r.value.slot == 0)
+        .map(|r| r.version);
+    let nb = before.slots.store_now + 86_400_000;
+    let done = LeaseClient::raise_not_before(&store, &ns, nb).unwrap();
+    assert!(done.held_below.is_empty());
+    let stale = cosid_core::lease::rules::acquire(
+        &SlotRecord::vacant(0),
+        &Owner::new("late"),
+        before.slots.store_now,
+        LONG,
+        0,
+    );
+    assert_eq!(store.cas_slot(&ns, stale_version, &stale).unwrap(), None);
+    assert_eq!(acquire(&c, &Owner::new("a")).lease.floor, nb);
+}
+
+/// A live holder granted before the migration is reported, not silently kept.
+pub fn raise_not_before_reports_live_holders_below_it(open: Open) {
+    let store = open();
+    let ns = unique_namespace("not-before-held");
+    let c = client(&store, &ns, 1, LONG);
+    let a = acquire(&c, &Owner::new("early")).lease;
+    let nb = a.ceiling + 1;
+    let done = LeaseClient::raise_not_before(&store, &ns, nb).unwrap();
+    assert_eq!(done.held_below, vec![(a.slot, "early".to_string())]);
+    // The holder keeps its lease (taking it away could not recall ids it already issued).
+    assert!(matches!(
+        c.renew(&a).unwrap(),
+        cosid_core::lease::Renewal::Renewed(_)
+    ));
 }
 
 // ----------------------------------------------------------------------------------------------
