@@ -76,6 +76,7 @@ class Row:
     ok: bool
     failures: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    nprocs: int = 0
 
 
 class Run:
@@ -96,6 +97,8 @@ class Run:
         self._certs_lock = threading.Lock()
         self.counter = 0
         self.counter_lock = threading.Lock()
+        self.python = find_python(args.python)
+        self.py_stores = probe_wheel_stores(self.python) if self.python else set()
 
     def pg_template(self):
         with self._pg_lock:
@@ -128,6 +131,41 @@ class Run:
         with self.counter_lock:
             self.counter += 1
             return self.counter
+
+
+def find_python(given: str | None) -> str | None:
+    """A Python that imports the cosid wheel: --python, else the test environment that
+    scripts/test-python leaves in target/py-venv-test. None when there is none."""
+    cands = [given] if given else [str(ROOT / "target/py-venv-test/bin/python")]
+    for c in cands:
+        if c and Path(c).exists():
+            r = subprocess.run([c, "-c", "import cosid"], capture_output=True, cwd="/")
+            if r.returncode == 0:
+                return c
+            if given:
+                raise SystemExit(f"chaos: {c} cannot import cosid: {r.stderr.decode()[-300:]}")
+    return None
+
+
+def probe_wheel_stores(python: str) -> set[str]:
+    """The store kinds the installed wheel was built with (a store it lacks is a ConfigError
+    naming the missing feature; one it has fails to connect to port 1 with a StoreError)."""
+    probe = (
+        "import cosid, sys\n"
+        "urls = {'redis': 'redis://127.0.0.1:1/0', 'postgres': 'postgres://x@127.0.0.1:1/x', 'etcd': 'etcd://127.0.0.1:1'}\n"
+        "for kind, url in urls.items():\n"
+        "    try:\n"
+        "        cosid.Runtime({'cosid': {'namespace': 'probe', 'machine': {'lease': {'store': url, 'acquire-timeout': '100ms'}}}}).close()\n"
+        "    except cosid.ConfigError:\n"
+        "        continue\n"
+        "    except Exception:\n"
+        "        pass\n"
+        "    print(kind)\n")
+    try:
+        r = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60, cwd="/")
+    except subprocess.TimeoutExpired:
+        return {"sqlite"}
+    return {"sqlite"} | set(r.stdout.split())
 
 
 class Ctx:
@@ -231,9 +269,23 @@ class Ctx:
     # -- processes -----------------------------------------------------------------------------
     def spawn(self, label: str, key: str | None = None, skew: str | None = None, via_proxy: bool = False,
               rate: int | None = None, url: str | None = None, env: dict | None = None,
-              preferred_slot: int | None = None) -> Proc:
+              preferred_slot: int | None = None, lang: str = "cli") -> Proc:
         key = key or f"{self.namespace}-{label}"
         env = dict(self.cmd_env, **(env or {}))
+        if lang == "py":
+            if self.run.python is None:
+                lang = "cli"  # the report says the wheel was not there
+            elif self.store_kind not in self.run.py_stores:
+                self.event(f"{label}: the cosid CLI instead of the Python wheel, which was built without {self.store_kind}")
+            else:
+                label += "-py"
+                args = ["--store", url or self.url(via_proxy), "--namespace", self.namespace, "--owner-key", key,
+                        "--ttl", TTL, "--tolerance", TOLERANCE, "--rate", str(rate or self.run.args.rate)]
+                p = Proc(self, label, args, key, skew=skew, env=env,
+                         program=[self.run.python, str(Path(__file__).resolve().parent / "pyworker.py")])
+                self.procs.append(p)
+                self.note(f"{label} started (Python wheel)" + (" via proxy" if via_proxy else ""))
+                return p
         args = ["next", "--follow", "--rate", str(rate or self.run.args.rate), "--format", "dec",
                 "--store", url or self.url(via_proxy), "--namespace", self.namespace,
                 "--owner-key", key, "--ttl", TTL, "--tolerance", TOLERANCE]
@@ -460,20 +512,21 @@ def make_row(ctx: Ctx, scenario, store: str, v: Verdict) -> Row:
             stops.append(f"{p.label} never issued")
     # Messages the processes printed, folded and counted.
     counts: dict[str, int] = {}
+    work = str(ctx.run.work)
     for p in ctx.procs:
         for m in p.messages():
-            m = fold(ctx.redact(m))
+            m = fold(ctx.redact(m.replace(work, "$WORK")))[:160]
             m = re.sub(r"^cosid: ", "", m)
             m = re.sub(r"; (raise max-wait|the keeper is acquiring|retry shortly).*$", "", m)
             counts[m] = counts.get(m, 0) + 1
     msgs = [f"{m} (x{c})" if c > 1 else m for m, c in counts.items()]
-    events = ctx.events + msgs
+    events = [e.replace(work, "$WORK")[:200] for e in ctx.events] + msgs
     stopped = ("; ".join(stops) + (" — " + scenario.why if scenario.why else "")) if stops else "none"
     n_procs = len(ctx.procs)
     desc = f"{n_procs}" + (f" ({scenario.procs_note})" if scenario.procs_note else "")
     return Row(scenario.name, store, desc, v.ids, v.duplicates, v.overlaps, stopped,
                "; ".join(events) if events else "-", ok=not ctx.failures,
-               failures=[ctx.redact(f) for f in ctx.failures])
+               failures=[ctx.redact(f) for f in ctx.failures], nprocs=n_procs)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -530,10 +583,10 @@ def aggregate(rows: list[Row]) -> list[Row]:
         for r in rs:
             for e in r.events.split("; "):
                 e2 = re.sub(r" \(x\d+\)$", "", e)
-                if e2 != "-" and e2 not in ev:
+                if e2 != "-" and fold(e2) not in {fold(x) for x in ev}:
                     ev.append(e2)
         stops = [r.stopped for r in rs if r.stopped != "none"]
-        out.append(Row(s, st, f"{len(rs)} runs, {sum(int(r.processes.split()[0]) for r in rs)} processes",
+        out.append(Row(s, st, f"{len(rs)} runs, {sum(r.nprocs for r in rs)} processes",
                        sum(r.ids for r in rs), sum(r.duplicates for r in rs), sum(r.overlaps for r in rs),
                        (stops[-1] + f" (last of {len(stops)} runs with a stop)") if stops else "none",
                        "; ".join(ev[:8]) or "-", ok=not fails, failures=fails))
@@ -583,6 +636,9 @@ def main() -> int:
     ap.add_argument("--report", default=str(ROOT / "target/chaos/reliability.md"))
     ap.add_argument("--update-docs", default=None, metavar="DOC",
                     help="also write the table into DOC (docs/reliability.md) between chaos markers")
+    ap.add_argument("--python", default=None,
+                    help="a Python that imports the cosid wheel (default: target/py-venv-test/bin/python, "
+                         "which scripts/test-python makes); without one, Python processes are left out")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
 
@@ -671,6 +727,17 @@ def main() -> int:
     mode = "long" if args.minutes else "short"
     extra = [f"rounds: {rounds}" if mode == "long" else "one run of every scenario on every store it applies to"]
     extra += scenarios.NOTES
+    if run.python:
+        extra.append("Python wheel processes (`tests/chaos/pyworker.py`, labels ending in `-py`, run with "
+                     f"`{Path(run.python).relative_to(ROOT) if str(run.python).startswith(str(ROOT)) else run.python}`) "
+                     "join duplicate-owner-key, store-restarted-empty, network-cut and the 8-process scenarios "
+                     f"on the stores the wheel was built with ({', '.join(sorted(run.py_stores))}), and print "
+                     "the keeper's events, which the harness checks there.")
+    else:
+        extra.append("Python wheel processes were LEFT OUT: no Python with the cosid wheel was found "
+                     "(run scripts/test-python first, or pass --python).")
+    extra.append("The C library and the Node addon were not ready when the harness was written; no process "
+                 "of theirs runs here yet.")
     body = write_report(args, rows, mode, elapsed, cmdline, extra)
     report = Path(args.report)
     report.parent.mkdir(parents=True, exist_ok=True)

@@ -33,14 +33,14 @@ class Proc:
     """One `cosid next --follow` process; stdout and stderr go to files in the scenario dir."""
 
     def __init__(self, ctx, label: str, args: list[str], key: str | None, skew: str | None = None,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, program: list[str] | None = None):
         self.ctx = ctx
         self.label = label
         self.key = key
         self.skew = skew
         self.out_path = ctx.dir / f"{label}.out"
         self.err_path = ctx.dir / f"{label}.err"
-        cmd = [str(ctx.cosid)] + args
+        cmd = (program or [str(ctx.cosid)]) + args
         full_env = dict(os.environ)
         if env:
             full_env.update(env)

@@ -238,7 +238,7 @@ def duplicate_owner_key(ctx):
     a = ctx.spawn("A", key=key)
     ctx.sleep(0.8)
     a_slots = ctx.held_by(key)
-    b = ctx.spawn("B", key=key)
+    b = ctx.spawn("B", key=key, lang="py")  # the wheel prints the keeper's events
     ctx.spawn("p2")
     ctx.spawn("p3")
     ctx.sleep(1.5)
@@ -256,6 +256,8 @@ def duplicate_owner_key(ctx):
         ctx.check(len(mine) == 2 and len(incs) == 2,
                   f"expected the key on 2 slots with 2 incarnations, snapshot shows {len(mine)} slots")
         ctx.event(f"key held on slots {sorted(r['slot'] for r in mine)} by {len(incs)} incarnations (A {sorted(a_ids)}, B {sorted(b_ids)})")
+        if b.label.endswith("-py"):
+            ctx.check("event: duplicate_owner_key" in b.stderr(), "B did not raise a duplicate_owner_key event")
     ctx.after_checks.append(after)
 
 
@@ -288,7 +290,8 @@ def store_killed(ctx):
 @scenario("store-restarted-empty", NET, procs_note="4",
           why="the store lost every record; each runtime re-acquires with a floor above every ceiling it was granted")
 def store_empty(ctx):
-    ps = ctx.spawn_many(4)
+    ps = ctx.spawn_many(3)
+    ps.append(ctx.spawn("p3", lang="py"))  # the wheel prints the keeper's events
     ctx.sleep(1.5)
     before = ctx.slots() or []
     ctx.server.restart_empty()
@@ -306,6 +309,11 @@ def store_empty(ctx):
         for p in ps:
             ctx.check(issued_after(p, back) > 0, f"{p.label} did not resume after the store came back empty")
         ctx.event(f"re-acquired {len([r for r in after_snap if r.get('holder')])} slots, highest old ceiling {top}")
+        py = ps[-1]
+        if py.label.endswith("-py"):
+            ev = [e for e in ("store_reset", "slot_lost") if f"event: {e}" in py.stderr()]
+            ctx.check(bool(ev), "the Python process raised neither store_reset nor slot_lost after the wipe")
+            ctx.event(f"{py.label} events: {', '.join(ev)}")
     ctx.after_checks.append(after)
 
 
@@ -317,7 +325,7 @@ def store_empty(ctx):
           why="proxy reset every connection and refused new ones 3.5s, then black-holed 3s; a direct process took an expired slot meanwhile")
 def network_cut(ctx):
     ctx.with_proxy()
-    ps = [ctx.spawn(f"p{i}", via_proxy=True) for i in range(3)]
+    ps = [ctx.spawn(f"p{i}", via_proxy=True, lang="py" if i == 2 else "cli") for i in range(3)]
     ctx.sleep(1.5)
     held0 = ctx.held_by(ps[0].key)
     ctx.proxy.cut()
@@ -456,7 +464,8 @@ def static_corrupt(ctx):
 
 
 def eight_processes(ctx):
-    ps = ctx.spawn_many(8, gap=0.1)
+    ps = ctx.spawn_many(7, gap=0.1)
+    ps.append(ctx.spawn("p7", lang="py"))
     ctx.sleep(1.5)
     paused, killed = ps[2], ps[5]
     paused.pause()
@@ -481,9 +490,9 @@ def eight_processes(ctx):
     ctx.after_checks.append(after)
 
 
-scenario("issue3-8-processes", ["sqlite"], procs_note="8 + 1 restart",
+scenario("issue3-8-processes", ["sqlite"], procs_note="8 (one from the Python wheel when built) + 1 restart",
          why="p2 paused 3.5s past its ttl then resumed; p5 SIGKILLed and restarted")(eight_processes)
-scenario("issue4-8-processes", ["redis", "postgres"], procs_note="8 + 1 restart",
+scenario("issue4-8-processes", ["redis", "postgres"], procs_note="8 (one from the Python wheel when built) + 1 restart",
          why="p2 paused 3.5s past its ttl then resumed; p5 SIGKILLed and restarted")(eight_processes)
 
 
