@@ -309,3 +309,38 @@ def test_module_exports_what_it_documents() -> None:
     assert cosid.MAX_BATCH == 1 << 20
     assert re.match(r"^\d+\.\d+\.\d+", cosid.__version__)
     assert cosid.Runtime.__module__ == "cosid._cosid"
+
+
+def test_dropping_the_last_reference_releases_the_slot(sqlite_store: str) -> None:
+    events: list[str] = []
+    rt = cosid.Runtime(lease_config(sqlite_store, bits=0), on_event=lambda e: events.append(e.kind))
+    generator = rt.generator("g")
+    generator.next()
+    del rt  # the generator keeps the runtime alive
+    assert generator.next() > 0 and "slot_released" not in events
+    del generator  # now the runtime closes, running the callback on this thread
+    assert events[-1] == "slot_released"
+    with cosid.Runtime(lease_config(sqlite_store, bits=0, acquire_timeout="100ms")) as again:
+        assert again.slot == 0
+
+
+def test_interpreter_exit_closes_open_runtimes_and_releases_their_slots(
+    sqlite_store: str, tmp_path: pathlib.Path
+) -> None:
+    import os
+    import subprocess
+
+    config = lease_config(sqlite_store, bits=0)
+    script = (
+        "import cosid, sys\n"
+        f"rt = cosid.Runtime({config!r}, on_event=lambda e: print(e.kind, flush=True))\n"
+        "rt.next()\n"
+        "sys.modules['__main__'].keep = rt  # still referenced at exit, never closed\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["slot_acquired", "slot_released"]
+    assert done.stderr == ""
+    with cosid.Runtime(lease_config(sqlite_store, bits=0, acquire_timeout="100ms")) as again:
+        assert again.slot == 0
