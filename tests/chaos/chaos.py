@@ -30,6 +30,7 @@ import re
 import secrets
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,6 +53,12 @@ TTL_S, TOL_S = 2.0, 0.5
 EXPIRY_S = TTL_S + TOL_S
 SLOT_LIMIT = 1 << 10  # bits: 10, the default
 PRINT_LOCK = threading.Lock()
+#: set by SIGINT/SIGTERM: scenarios stop at their next sleep, everything started is stopped
+ABORT = threading.Event()
+
+
+class Aborted(Exception):
+    pass
 
 
 def say(msg: str) -> None:
@@ -217,7 +224,8 @@ class Ctx:
         return text
 
     def sleep(self, seconds: float) -> None:
-        time.sleep(max(0.0, seconds))
+        if ABORT.wait(max(0.0, seconds)):
+            raise Aborted("interrupted")
 
     # -- the store -----------------------------------------------------------------------------
     def start_store(self, clock: bool = False, tls: bool = False) -> servers.Server:
@@ -688,7 +696,7 @@ def main() -> int:
                         return
                     st, scs = queue.pop(0)
                 for sc in scs:
-                    if deadline and time.monotonic() > deadline + 60:
+                    if ABORT.is_set() or (deadline and time.monotonic() > deadline + 60):
                         return
                     row = run_one(run, sc, st)
                     with rows_lock:
@@ -698,10 +706,17 @@ def main() -> int:
         for t in threads:
             t.start()
         for t in threads:
-            t.join()
+            while t.is_alive():
+                t.join(timeout=0.5)  # the main thread keeps receiving signals
+
+    def on_signal(signum, _frame):
+        say(f"chaos: signal {signum}: stopping every process and server it started")
+        ABORT.set()
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
 
     max_rounds = 1 if not deadline else 10_000
-    while rounds < max_rounds:
+    while rounds < max_rounds and not ABORT.is_set():
         rounds += 1
         one_round()
         if not deadline or time.monotonic() >= deadline:
@@ -745,7 +760,7 @@ def main() -> int:
     if args.update_docs:
         splice(Path(args.update_docs), mode, body)
     passed = sum(r.ok for r in rows)
-    failed = len(rows) - passed
+    failed = len(rows) - passed + (1 if ABORT.is_set() else 0)
     say(f"chaos: report in {report}; work dir {run.work}")
     if not args.keep and failed == 0:
         shutil.rmtree(run.work, ignore_errors=True)
