@@ -36,7 +36,10 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         good[at] = data[9];
         if let Ok(text) = std::str::from_utf8(&good) {
             if let Some(read) = check(text) {
-                assert_eq!(read, ceiling, "a corrupted file {text:?} was read as another ceiling");
+                assert_eq!(
+                    read, ceiling,
+                    "a corrupted file {text:?} was read as another ceiling"
+                );
             }
         }
     }
