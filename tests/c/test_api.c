@@ -1,0 +1,508 @@
+/*
+ * Every function of the C API: success, NULL for each pointer, zero-length and short buffers,
+ * a closed runtime, malformed configurations, unreachable stores, events, stats, parsing,
+ * base 62, version. Run by scripts/test-c under AddressSanitizer+UBSan and under valgrind.
+ *
+ * Build with -DCOSID_TEST_REDIS_FEATURE=1 when libcosid was built with the `redis` feature.
+ */
+#include "check.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+#ifndef COSID_TEST_REDIS_FEATURE
+#define COSID_TEST_REDIS_FEATURE 0
+#endif
+
+static char config_buf[1024];
+
+/* A configuration on a SQLite store in the test directory. */
+static const char *sqlite_config(const char *name) {
+  snprintf(config_buf, sizeof config_buf,
+           "cosid:\n"
+           "  namespace: c-api\n"
+           "  machine:\n"
+           "    lease:\n"
+           "      store: sqlite://%s/%s.db\n"
+           "      bits: 4\n",
+           test_dir(), name);
+  return config_buf;
+}
+
+static cosid_runtime *new_runtime(const char *name) {
+  cosid_runtime *rt = NULL;
+  OK(cosid_runtime_new(sqlite_config(name), &rt));
+  CHECK(rt != NULL);
+  return rt;
+}
+
+static void test_version(void) {
+  CHECK(strcmp(cosid_version(), COSID_VERSION_STRING) == 0);
+  char expect[64];
+  snprintf(expect, sizeof expect, "%d.%d.%d", COSID_VERSION_MAJOR, COSID_VERSION_MINOR,
+           COSID_VERSION_PATCH);
+  CHECK(strcmp(COSID_VERSION_STRING, expect) == 0);
+}
+
+static void test_status_names(void) {
+  const uint32_t all[] = {COSID_OK,
+                          COSID_ERR_CONFIG,
+                          COSID_ERR_STORE,
+                          COSID_ERR_WINDOW_CLOSED,
+                          COSID_ERR_SLOT_LOST,
+                          COSID_ERR_CLOCK_BEHIND,
+                          COSID_ERR_TIMEOUT,
+                          COSID_ERR_CLOSED,
+                          COSID_ERR_FORKED,
+                          COSID_ERR_INVALID_ARGUMENT,
+                          COSID_ERR_EXHAUSTED,
+                          COSID_ERR_NAMESPACE_MISMATCH,
+                          COSID_ERR_STATE_FILE,
+                          COSID_ERR_NULL_ARGUMENT,
+                          COSID_ERR_BUFFER_TOO_SMALL,
+                          COSID_ERR_PANIC,
+                          COSID_ERR_INTERNAL};
+  size_t n = sizeof all / sizeof all[0];
+  for (size_t i = 0; i < n; i++) {
+    const char *a = cosid_status_name(all[i]);
+    CHECK(a != NULL && strncmp(a, "COSID_", 6) == 0);
+    CHECK(strcmp(a, "COSID_UNKNOWN_STATUS") != 0);
+    for (size_t j = 0; j < i; j++) CHECK(strcmp(a, cosid_status_name(all[j])) != 0);
+  }
+  CHECK(strcmp(cosid_status_name(COSID_OK), "COSID_OK") == 0);
+  CHECK(strcmp(cosid_status_name(COSID_ERR_SLOT_LOST), "COSID_ERR_SLOT_LOST") == 0);
+  CHECK(strcmp(cosid_status_name(COSID_ERR_FORKED), "COSID_ERR_FORKED") == 0);
+  CHECK(strcmp(cosid_status_name(13), "COSID_UNKNOWN_STATUS") == 0);
+  CHECK(strcmp(cosid_status_name(UINT32_MAX), "COSID_UNKNOWN_STATUS") == 0);
+  /* Core kinds keep their numbers. */
+  CHECK(COSID_ERR_CONFIG == 1 && COSID_ERR_STATE_FILE == 12 && COSID_ERR_NULL_ARGUMENT == 100);
+}
+
+static void *fresh_thread_error(void *arg) {
+  (void)arg;
+  char buf[8];
+  size_t n = 99;
+  if (cosid_last_error_length() != 0) return (void *)1;
+  if (cosid_last_error_message(buf, sizeof buf, &n) != COSID_OK) return (void *)2;
+  if (n != 0 || buf[0] != '\0') return (void *)3;
+  return NULL;
+}
+
+static void test_last_error(void) {
+  pthread_t t;
+  void *res = (void *)9;
+  CHECK(pthread_create(&t, NULL, fresh_thread_error, NULL) == 0);
+  CHECK(pthread_join(t, &res) == 0);
+  CHECK(res == NULL); /* a thread where nothing failed has "" */
+
+  uint64_t id = 0;
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_next(NULL, &id));
+  EXPECT_DETAIL("cosid_next: rt is NULL");
+  size_t len = cosid_last_error_length();
+  CHECK(len == strlen("cosid_next: rt is NULL; pass a valid pointer"));
+
+  char small[4] = {'x', 'x', 'x', 'x'};
+  size_t n = 77;
+  EXPECT(COSID_ERR_BUFFER_TOO_SMALL, cosid_last_error_message(small, 0, &n));
+  EXPECT(COSID_ERR_BUFFER_TOO_SMALL, cosid_last_error_message(small, sizeof small, &n));
+  EXPECT(COSID_ERR_BUFFER_TOO_SMALL, cosid_last_error_message(small, len, &n));
+  CHECK(n == 77 && small[0] == 'x'); /* nothing written on failure */
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_last_error_message(NULL, 100, &n));
+  char buf[128];
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_last_error_message(buf, sizeof buf, NULL));
+  /* Failed reads did not replace the detail. */
+  OK(cosid_last_error_message(buf, len + 1, &n));
+  CHECK(n == len && strcmp(buf, "cosid_next: rt is NULL; pass a valid pointer") == 0);
+}
+
+static void test_bad_configs(void) {
+  cosid_runtime *rt = NULL;
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_runtime_new(sqlite_config("x"), NULL));
+  EXPECT_DETAIL("out is NULL");
+
+  EXPECT(COSID_ERR_CONFIG, cosid_runtime_new("cosid: {machine: {lease: {tll: 3s}}}", &rt));
+  CHECK(rt == NULL);
+  EXPECT_DETAIL("tll");
+  EXPECT_DETAIL("cosid_runtime_new: ");
+
+  EXPECT(COSID_ERR_CONFIG, cosid_runtime_new("cosid: {machine: {lease: {ttl: soon}}}", &rt));
+  EXPECT_DETAIL("cosid.machine.lease.ttl");
+  EXPECT(COSID_ERR_CONFIG, cosid_runtime_new("cosid: [unclosed", &rt));
+  EXPECT(COSID_ERR_CONFIG, cosid_runtime_new("", &rt));
+  EXPECT(COSID_ERR_CONFIG, cosid_runtime_new("namespace: x", &rt));
+  EXPECT_DETAIL("cosid");
+  EXPECT(COSID_ERR_CONFIG, cosid_runtime_new("cosid: {namespace: \"\xff\"}", &rt));
+  EXPECT_DETAIL("UTF-8");
+  EXPECT(COSID_ERR_CONFIG,
+         cosid_runtime_new("cosid: {machine: {lease: {store: 'ftp://x', bits: 2}}}", &rt));
+  EXPECT_DETAIL("ftp://x");
+  EXPECT(COSID_ERR_CONFIG,
+         cosid_runtime_new("cosid: {snowflake: {node-bits: 3}, machine: {lease: {bits: 9}}}",
+                           &rt));
+  EXPECT_DETAIL("bits");
+  /* JSON is YAML too. */
+  EXPECT(COSID_ERR_CONFIG, cosid_runtime_new("{\"cosid\": {\"namespace\": 5, \"x\": 1}}", &rt));
+  CHECK(rt == NULL);
+}
+
+static void test_unreachable_stores(void) {
+  cosid_runtime *rt = NULL;
+  /* A SQLite file that cannot be created (its parent is not a directory). */
+  EXPECT(COSID_ERR_STORE,
+         cosid_runtime_new("cosid:\n  machine:\n    lease:\n      store: sqlite:///dev/null/"
+                           "cosid/slots.db\n      acquire-timeout: 200ms\n",
+                           &rt));
+  CHECK(rt == NULL);
+  EXPECT_DETAIL("/dev/null/cosid/slots.db");
+
+  const char *redis =
+      "cosid:\n  machine:\n    lease:\n      store: redis://127.0.0.1:1\n"
+      "      acquire-timeout: 200ms\n";
+  cosid_status st = cosid_runtime_new(redis, &rt);
+  CHECK(rt == NULL);
+#if COSID_TEST_REDIS_FEATURE
+  if (st != COSID_ERR_STORE && st != COSID_ERR_TIMEOUT)
+    FAIL("redis://127.0.0.1:1 gave %s (%s)", cosid_status_name(st), last_error());
+  EXPECT_DETAIL("127.0.0.1:1");
+#else
+  /* This build has no Redis client: a configuration error that names the feature. */
+  if (st != COSID_ERR_CONFIG)
+    FAIL("redis://127.0.0.1:1 gave %s (%s)", cosid_status_name(st), last_error());
+  EXPECT_DETAIL("'redis' feature");
+#endif
+}
+
+static void test_embedded_default(void) {
+  /* NULL: the embedded SQLite store under $XDG_STATE_HOME (a temp dir in the tests). */
+  const char *xdg = getenv("XDG_STATE_HOME");
+  CHECK(xdg != NULL && strstr(xdg, "/tmp") == xdg);
+  cosid_runtime *rt = NULL;
+  OK(cosid_runtime_new(NULL, &rt));
+  uint64_t id = 0;
+  OK(cosid_next(rt, &id));
+  CHECK(id > 0);
+  OK(cosid_runtime_close(rt));
+  cosid_runtime_free(rt);
+}
+
+static void test_next(void) {
+  cosid_runtime *rt = new_runtime("next");
+  uint64_t a = 0, b = 0;
+  OK(cosid_next(rt, &a));
+  OK(cosid_next(rt, &b));
+  CHECK(b > a);
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_next(rt, NULL));
+  EXPECT_DETAIL("out is NULL");
+  uint64_t c = 42;
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_next(NULL, &c));
+  CHECK(c == 42);
+
+  /* A misaligned out-pointer is refused, not written. */
+  uint64_t words[3] = {0, 0, 0};
+  EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_next(rt, (uint64_t *)((char *)words + 4)));
+  EXPECT_DETAIL("not aligned");
+  CHECK(words[0] == 0 && words[1] == 0);
+
+  /* Batches: increasing, after the single ids; n == 0 is a no-op even with NULL. */
+  enum { N = 10000 };
+  static uint64_t batch[N];
+  OK(cosid_next_batch(rt, batch, N));
+  CHECK(batch[0] > b);
+  for (size_t i = 1; i < N; i++) CHECK(batch[i] > batch[i - 1]);
+  OK(cosid_next_batch(rt, NULL, 0));
+  OK(cosid_next_batch(rt, batch, 0));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_next_batch(rt, NULL, 5));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_next_batch(NULL, batch, 5));
+  EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_next_batch(rt, (uint64_t *)((char *)words + 1), 1));
+  EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_next_batch(rt, batch, SIZE_MAX));
+  CHECK(batch[0] > b); /* untouched by the failures */
+
+  cosid_stats s;
+  memset(&s, 0, sizeof s);
+  OK(cosid_runtime_stats(rt, &s));
+  CHECK(s.bound && s.acquisitions == 1 && s.ceiling_ms > s.floor_ms && s.slot < 16);
+  CHECK(s.ids_issued >= 2);
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_runtime_stats(rt, NULL));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_runtime_stats(NULL, &s));
+
+  OK(cosid_runtime_close(rt));
+  OK(cosid_runtime_stats(rt, &s));
+  CHECK(s.ids_issued == 2 + N && !s.bound);
+  cosid_runtime_free(rt);
+}
+
+static void test_generators(void) {
+  cosid_runtime *rt = new_runtime("generators");
+  cosid_generator *g = NULL, *g2 = NULL, *dflt = NULL;
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_generator_get(NULL, "orders", &g));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_generator_get(rt, NULL, &g));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_generator_get(rt, "orders", NULL));
+  EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_generator_get(rt, "bad\nname", &g));
+  EXPECT_DETAIL("bad\\nname");
+  char long_name[200];
+  memset(long_name, 'n', sizeof long_name - 1);
+  long_name[sizeof long_name - 1] = '\0';
+  EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_generator_get(rt, long_name, &g));
+  EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_generator_get(rt, "\xc3(", &g));
+  CHECK(g == NULL);
+
+  OK(cosid_generator_get(rt, "orders", &g));
+  OK(cosid_generator_get(rt, "orders", &g2));
+  OK(cosid_generator_get(rt, "", &dflt));
+  CHECK(g && g2 && dflt && g != g2);
+  uint64_t x = 0, y = 0, z = 0, d = 0;
+  OK(cosid_generator_next(g, &x));
+  OK(cosid_generator_next(g2, &y));
+  CHECK(y > x); /* both handles name one generator */
+  OK(cosid_next(rt, &z));
+  OK(cosid_generator_next(dflt, &d));
+  CHECK(d > z); /* "" is the default generator */
+
+  cosid_id_parts p1, p2;
+  OK(cosid_parse(rt, x, &p1));
+  OK(cosid_parse(rt, z, &p2));
+  CHECK(p1.slot == p2.slot); /* named generators share the runtime's slot */
+
+  uint64_t batch[100];
+  OK(cosid_generator_next_batch(g, batch, 100));
+  CHECK(batch[0] > y);
+  for (int i = 1; i < 100; i++) CHECK(batch[i] > batch[i - 1]);
+  OK(cosid_generator_next_batch(g, NULL, 0));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_generator_next_batch(g, NULL, 1));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_generator_next_batch(NULL, batch, 1));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_generator_next(g, NULL));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_generator_next(NULL, &x));
+  /* A runtime is not a generator. */
+  EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_generator_next((const cosid_generator *)rt, &x));
+  EXPECT_DETAIL("cosid_generator");
+
+  cosid_generator_free(g2);
+  cosid_generator_free(NULL);
+  OK(cosid_runtime_close(rt));
+  EXPECT(COSID_ERR_CLOSED, cosid_generator_next(g, &x));
+  EXPECT(COSID_ERR_CLOSED, cosid_generator_next_batch(g, batch, 3));
+  EXPECT(COSID_ERR_CLOSED, cosid_generator_get(rt, "orders", &g2));
+  cosid_runtime_free(rt);
+  /* A generator handle outlives its runtime. */
+  EXPECT(COSID_ERR_CLOSED, cosid_generator_next(g, &x));
+  cosid_generator_free(g);
+  cosid_generator_free(dflt);
+}
+
+static void test_parse_and_layouts(void) {
+  cosid_runtime *rt = new_runtime("parse");
+  uint64_t id = 0;
+  OK(cosid_next(rt, &id));
+  cosid_id_parts p;
+  memset(&p, 0, sizeof p);
+  OK(cosid_parse(rt, id, &p));
+  cosid_layout l;
+  OK(cosid_runtime_layout(rt, &l));
+  CHECK(l.epoch_ms == 1577203200000LL && l.unit_ms == 1);
+  CHECK(l.timestamp_bits == 41 && l.node_bits == 10 && l.sequence_bits == 12);
+  CHECK(p.timestamp_ms == l.epoch_ms + (int64_t)p.timestamp * l.unit_ms);
+  CHECK(id == (p.timestamp << 22 | (uint64_t)p.slot << 12 | p.sequence));
+  cosid_stats s;
+  OK(cosid_runtime_stats(rt, &s));
+  CHECK(p.slot == s.slot && p.timestamp_ms > s.floor_ms && p.timestamp_ms <= s.ceiling_ms);
+
+  cosid_layout preset;
+  OK(cosid_layout_preset("millis", &preset));
+  /* Field by field: the struct has padding. */
+  CHECK(preset.epoch_ms == l.epoch_ms && preset.unit_ms == l.unit_ms &&
+        preset.timestamp_bits == l.timestamp_bits && preset.node_bits == l.node_bits &&
+        preset.sequence_bits == l.sequence_bits);
+  cosid_id_parts q;
+  OK(cosid_layout_parse(&preset, id, &q));
+  CHECK(q.timestamp_ms == p.timestamp_ms && q.slot == p.slot && q.sequence == p.sequence);
+  OK(cosid_layout_preset("safe-js-seconds", &preset));
+  CHECK(preset.unit_ms == 1000 && preset.node_bits == 3 && preset.sequence_bits == 19);
+  EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_layout_preset("minutes", &preset));
+  EXPECT_DETAIL("minutes");
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_layout_preset(NULL, &preset));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_layout_preset("millis", NULL));
+
+  cosid_layout bad = l;
+  bad.unit_ms = 60000;
+  EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_layout_parse(&bad, id, &q));
+  EXPECT_DETAIL("unit_ms");
+  bad = l;
+  bad.timestamp_bits = 60;
+  EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_layout_parse(&bad, id, &q));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_layout_parse(NULL, id, &q));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_layout_parse(&l, id, NULL));
+
+  cosid_id_parts untouched = {.timestamp_ms = 5, .timestamp = 6, .slot = 7, .sequence = 8};
+  EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_parse(rt, UINT64_MAX, &untouched));
+  EXPECT_DETAIL("18446744073709551615");
+  CHECK(untouched.timestamp_ms == 5 && untouched.slot == 7);
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_parse(NULL, id, &p));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_parse(rt, id, NULL));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_runtime_layout(NULL, &l));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_runtime_layout(rt, NULL));
+
+  OK(cosid_runtime_close(rt));
+  OK(cosid_parse(rt, id, &q)); /* parsing needs no slot */
+  OK(cosid_runtime_layout(rt, &l));
+  cosid_runtime_free(rt);
+}
+
+static void test_base62(void) {
+  const uint64_t ids[] = {0, 1, 61, 62, 3843, 1234567890123456789ULL, UINT64_MAX};
+  char prev[COSID_BASE62_BUFFER_SIZE] = "";
+  for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+    char buf[COSID_BASE62_BUFFER_SIZE];
+    size_t n = 0;
+    OK(cosid_id_to_base62(ids[i], buf, sizeof buf, &n));
+    CHECK(n == COSID_BASE62_LEN && strlen(buf) == COSID_BASE62_LEN);
+    CHECK(strcmp(prev, buf) < 0); /* text order is id order */
+    memcpy(prev, buf, sizeof buf);
+    uint64_t back = 0;
+    OK(cosid_id_from_base62(buf, &back));
+    CHECK(back == ids[i]);
+  }
+  char b[COSID_BASE62_BUFFER_SIZE];
+  size_t n = 0;
+  OK(cosid_id_to_base62(0, b, sizeof b, &n));
+  CHECK(strcmp(b, "00000000000") == 0);
+  OK(cosid_id_to_base62(UINT64_MAX, b, sizeof b, &n));
+  CHECK(strcmp(b, "LygHa16AHYF") == 0);
+
+  /* Buffers: zero-length, one short, NULL. Nothing written on failure. */
+  char small[COSID_BASE62_LEN];
+  memset(small, '#', sizeof small);
+  n = 5;
+  EXPECT(COSID_ERR_BUFFER_TOO_SMALL, cosid_id_to_base62(7, small, 0, &n));
+  EXPECT(COSID_ERR_BUFFER_TOO_SMALL, cosid_id_to_base62(7, small, sizeof small, &n));
+  EXPECT_DETAIL("12");
+  CHECK(n == 5 && small[0] == '#' && small[COSID_BASE62_LEN - 1] == '#');
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_id_to_base62(7, NULL, 12, &n));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_id_to_base62(7, b, sizeof b, NULL));
+
+  uint64_t id = 99;
+  const char *bad[] = {"", "1", "0000000000!", "00000000000 ", "LygHa16AHYG", "-0000000001"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_id_from_base62(bad[i], &id));
+    EXPECT_DETAIL("base-62");
+  }
+  CHECK(id == 99);
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_id_from_base62(NULL, &id));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_id_from_base62("00000000001", NULL));
+}
+
+struct seen {
+  pthread_mutex_t lock;
+  int released;
+  uint32_t released_slot;
+  int64_t released_floor;
+  int calls;
+  char message[256];
+};
+
+static void on_event(const cosid_event *e, void *user_data) {
+  struct seen *s = user_data;
+  pthread_mutex_lock(&s->lock);
+  s->calls++;
+  if (e->kind == COSID_EVENT_SLOT_RELEASED) {
+    s->released++;
+    s->released_slot = e->slot;
+    s->released_floor = e->floor_ms;
+    snprintf(s->message, sizeof s->message, "%s", e->message);
+  }
+  if (e->detail == NULL || e->message == NULL) s->calls = -1000; /* never NULL */
+  pthread_mutex_unlock(&s->lock);
+}
+
+static void never_called(const cosid_event *e, void *user_data) {
+  (void)e;
+  *(int *)user_data += 1;
+}
+
+static void test_events(void) {
+  CHECK(strcmp(cosid_event_kind_name(COSID_EVENT_SLOT_ACQUIRED), "slot_acquired") == 0);
+  CHECK(strcmp(cosid_event_kind_name(COSID_EVENT_SLOT_LOST), "slot_lost") == 0);
+  CHECK(strcmp(cosid_event_kind_name(COSID_EVENT_SLOT_RELEASED), "slot_released") == 0);
+  CHECK(strcmp(cosid_event_kind_name(COSID_EVENT_OTHER), "other") == 0);
+  CHECK(strcmp(cosid_event_kind_name(1000), "unknown") == 0);
+
+  cosid_runtime *rt = new_runtime("events");
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_runtime_set_event_callback(NULL, on_event, NULL));
+  int count = 0;
+  OK(cosid_runtime_set_event_callback(rt, never_called, &count));
+  struct seen s;
+  memset(&s, 0, sizeof s);
+  pthread_mutex_init(&s.lock, NULL);
+  OK(cosid_runtime_set_event_callback(rt, on_event, &s)); /* replaces never_called */
+  uint64_t id;
+  OK(cosid_next(rt, &id));
+  cosid_stats st;
+  OK(cosid_runtime_stats(rt, &st));
+  OK(cosid_runtime_close(rt));
+  pthread_mutex_lock(&s.lock);
+  CHECK(s.calls >= 1 && s.released == 1);
+  CHECK(s.released_slot == st.slot && s.released_floor > st.floor_ms);
+  CHECK(strstr(s.message, "released") != NULL);
+  pthread_mutex_unlock(&s.lock);
+  CHECK(count == 0);
+  cosid_runtime_free(rt);
+
+  /* A removed callback is not called, even by the release in free. */
+  rt = new_runtime("events2");
+  OK(cosid_runtime_set_event_callback(rt, never_called, &count));
+  OK(cosid_runtime_set_event_callback(rt, NULL, NULL));
+  cosid_runtime_free(rt);
+  CHECK(count == 0);
+  pthread_mutex_destroy(&s.lock);
+}
+
+static void test_closed_runtime(void) {
+  cosid_runtime *rt = new_runtime("closed");
+  cosid_generator *g = NULL;
+  OK(cosid_generator_get(rt, "g", &g));
+  OK(cosid_runtime_close(rt));
+  EXPECT(COSID_ERR_CLOSED, cosid_runtime_close(rt)); /* a second close: a status, not UB */
+  EXPECT_DETAIL("already closed");
+  uint64_t id = 5;
+  EXPECT(COSID_ERR_CLOSED, cosid_next(rt, &id));
+  CHECK(id == 5);
+  uint64_t batch[4] = {1, 2, 3, 4};
+  EXPECT(COSID_ERR_CLOSED, cosid_next_batch(rt, batch, 4));
+  CHECK(batch[0] == 1 && batch[3] == 4);
+  EXPECT(COSID_ERR_CLOSED, cosid_generator_next(g, &id));
+  cosid_generator *g2 = NULL;
+  EXPECT(COSID_ERR_CLOSED, cosid_generator_get(rt, "", &g2));
+  CHECK(g2 == NULL);
+  OK(cosid_runtime_set_event_callback(rt, NULL, NULL));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_runtime_close(NULL));
+  cosid_runtime_free(rt); /* free after close */
+  cosid_generator_free(g);
+  cosid_runtime_free(NULL);
+
+  /* Free without close does the ordered shutdown: the slot is free again at once. */
+  rt = new_runtime("closed");
+  cosid_stats s;
+  OK(cosid_runtime_stats(rt, &s));
+  uint32_t slot = s.slot;
+  cosid_runtime_free(rt);
+  rt = new_runtime("closed");
+  OK(cosid_runtime_stats(rt, &s));
+  CHECK(s.slot == slot); /* the lowest free slot, released by free */
+  cosid_runtime_free(rt);
+}
+
+int main(void) {
+  test_version();
+  test_status_names();
+  test_last_error();
+  test_bad_configs();
+  test_unreachable_stores();
+  test_embedded_default();
+  test_next();
+  test_generators();
+  test_parse_and_layouts();
+  test_base62();
+  test_events();
+  test_closed_runtime();
+  printf("test_api: ok\n");
+  return 0;
+}
