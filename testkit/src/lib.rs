@@ -432,8 +432,10 @@ pub fn unique_name(prefix: &str) -> String {
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Server processes and directories to clean up at exit: id -> (pid, dir).
-fn registry() -> &'static Mutex<HashMap<u64, (Option<u32>, PathBuf)>> {
-    static REG: OnceLock<Mutex<HashMap<u64, (Option<u32>, PathBuf)>>> = OnceLock::new();
+type Registry = Mutex<HashMap<u64, (Option<u32>, PathBuf)>>;
+
+fn registry() -> &'static Registry {
+    static REG: OnceLock<Registry> = OnceLock::new();
     REG.get_or_init(|| {
         unsafe {
             libc::atexit(cleanup_at_exit);

@@ -228,15 +228,16 @@ impl EtcdStore {
     /// the client so the next call starts afresh (a fresh token, a fresh channel).
     fn with_client<T, F, Fut>(&self, what: &str, op: F) -> Result<T>
     where
-        F: FnOnce(Client) -> Fut,
-        Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+        F: FnOnce(Client) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
+        T: Send + 'static,
     {
         let cached = self
             .client
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let endpoints = &self.endpoints;
+        let endpoints = self.endpoints.clone();
         let options = self.options.clone();
         let outcome = self.io.run(async move {
             let client = match cached {

@@ -35,6 +35,7 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_postgres::config::SslMode;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Row, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -42,7 +43,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 const SCHEMA_VERSION: i32 = 1;
 
 /// Key of the advisory lock held while the schema is checked and created ("cosid" in ASCII).
-const SCHEMA_LOCK: i64 = 0x636f_7369_64;
+const SCHEMA_LOCK: i64 = 0x63_6f73_6964;
 
 const SCHEMA_HEAD: &str = "
 CREATE TABLE IF NOT EXISTS cosid_schema (
@@ -121,6 +122,15 @@ const UPDATE_SLOT: &str = "UPDATE cosid_slot SET version = nextval('cosid_versio
      owner_key = $3, owner_incarnation = $4, last_owner_key = $5, fence = $6, expires_at = $7, \
      floor_ms = $8, ceiling_ms = $9, next_floor_ms = $10 \
      WHERE namespace = $1 AND slot = $2 AND version = $11 RETURNING version";
+
+/// A statement parameter, owned so the statement can run on the store's IO thread.
+type Param = Box<dyn ToSql + Sync + Send>;
+
+macro_rules! params {
+    ($($p:expr),* $(,)?) => {
+        vec![$(Box::new($p) as Param),*]
+    };
+}
 
 /// One connection with its prepared statements.
 struct Conn {
@@ -251,13 +261,19 @@ impl PostgresStore {
     fn query(
         &self,
         what: &str,
-        pick: impl FnOnce(&Conn) -> &Statement,
-        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        pick: fn(&Conn) -> &Statement,
+        params: Vec<Param>,
     ) -> Result<Vec<Row>> {
         let conn = self.conn()?;
-        let stmt = pick(&conn);
-        let client = &conn.client;
-        match self.io.run(client.query(stmt, params)) {
+        let on_io = conn.clone();
+        let outcome = self.io.run(async move {
+            let refs: Vec<&(dyn ToSql + Sync)> = params
+                .iter()
+                .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+                .collect();
+            on_io.client.query(pick(&on_io), &refs).await
+        });
+        match outcome {
             Ok(rows) => Ok(rows),
             Err(f) => {
                 let drop_it = match &f {
@@ -632,7 +648,7 @@ impl SlotStore for PostgresStore {
 
     fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
         let what = "reading a namespace snapshot";
-        let rows = self.query(what, |c| &c.snapshot, &[&namespace])?;
+        let rows = self.query(what, |c| &c.snapshot, params![namespace.to_string()])?;
         let first = rows
             .first()
             .ok_or_else(|| self.bad_row(what, "the snapshot returned no row"))?;
@@ -678,11 +694,11 @@ impl SlotStore for PostgresStore {
             None => self.query(
                 what,
                 |c| &c.insert_namespace,
-                &[
-                    &namespace,
-                    &limit,
-                    &record.tolerance_ms,
-                    &record.not_before_ms,
+                params![
+                    namespace.to_string(),
+                    limit,
+                    record.tolerance_ms,
+                    record.not_before_ms
                 ],
             )?,
             Some(v) => {
@@ -690,12 +706,12 @@ impl SlotStore for PostgresStore {
                 self.query(
                     what,
                     |c| &c.update_namespace,
-                    &[
-                        &namespace,
-                        &v,
-                        &limit,
-                        &record.tolerance_ms,
-                        &record.not_before_ms,
+                    params![
+                        namespace.to_string(),
+                        v,
+                        limit,
+                        record.tolerance_ms,
+                        record.not_before_ms
                     ],
                 )?
             }
@@ -712,7 +728,7 @@ impl SlotStore for PostgresStore {
         let Ok(slot) = i32::try_from(slot) else {
             return Err(Error::invalid(format!("slot {slot} is out of range")));
         };
-        let rows = self.query(what, |c| &c.read_slot, &[&namespace, &slot])?;
+        let rows = self.query(what, |c| &c.read_slot, params![namespace.to_string(), slot])?;
         let row = rows
             .first()
             .ok_or_else(|| self.bad_row(what, "the read returned no row"))?;
@@ -736,24 +752,24 @@ impl SlotStore for PostgresStore {
             )));
         };
         let fence = i64_of("fence", record.fence)?;
-        let owner_key = record.owner.as_ref().map(|o| o.key.as_str());
+        let owner_key = record.owner.as_ref().map(|o| o.key.clone());
         let incarnation = record.owner.as_ref().map(|o| o.incarnation);
-        let last = record.last_owner_key.as_deref();
+        let last = record.last_owner_key.clone();
         let rows = match expected {
             None => self.query(
                 what,
                 |c| &c.insert_slot,
-                &[
-                    &namespace,
-                    &slot,
-                    &owner_key,
-                    &incarnation,
-                    &last,
-                    &fence,
-                    &record.expires_at,
-                    &record.floor,
-                    &record.ceiling,
-                    &record.next_floor,
+                params![
+                    namespace.to_string(),
+                    slot,
+                    owner_key,
+                    incarnation,
+                    last,
+                    fence,
+                    record.expires_at,
+                    record.floor,
+                    record.ceiling,
+                    record.next_floor
                 ],
             )?,
             Some(v) => {
@@ -761,18 +777,18 @@ impl SlotStore for PostgresStore {
                 self.query(
                     what,
                     |c| &c.update_slot,
-                    &[
-                        &namespace,
-                        &slot,
-                        &owner_key,
-                        &incarnation,
-                        &last,
-                        &fence,
-                        &record.expires_at,
-                        &record.floor,
-                        &record.ceiling,
-                        &record.next_floor,
-                        &v,
+                    params![
+                        namespace.to_string(),
+                        slot,
+                        owner_key,
+                        incarnation,
+                        last,
+                        fence,
+                        record.expires_at,
+                        record.floor,
+                        record.ceiling,
+                        record.next_floor,
+                        v
                     ],
                 )?
             }

@@ -96,8 +96,13 @@ struct Scripts {
 /// after a failure (a restarted server is picked up by the next call).
 pub struct RedisStore {
     io: IoRuntime,
-    client: Client,
+    shared: Arc<Shared>,
     conn: Mutex<Option<MultiplexedConnection>>,
+}
+
+/// What the IO thread's futures need.
+struct Shared {
+    client: Client,
     scripts: Scripts,
 }
 
@@ -161,40 +166,56 @@ impl RedisStore {
         let client = Client::open(info).map_err(|e| io.error("cannot use the URL", &e))?;
         Ok(Arc::new(RedisStore {
             io,
-            client,
+            shared: Arc::new(Shared {
+                client,
+                scripts: Scripts {
+                    snapshot: Script::new(SNAPSHOT),
+                    read_slot: Script::new(READ_SLOT),
+                    cas_namespace: Script::new(&format!("{NEXT_VERSION}{CAS_NAMESPACE}")),
+                    cas_slot: Script::new(&format!("{NEXT_VERSION}{CAS_SLOT}")),
+                },
+            }),
             conn: Mutex::new(None),
-            scripts: Scripts {
-                snapshot: Script::new(SNAPSHOT),
-                read_slot: Script::new(READ_SLOT),
-                cas_namespace: Script::new(&format!("{NEXT_VERSION}{CAS_NAMESPACE}")),
-                cas_slot: Script::new(&format!("{NEXT_VERSION}{CAS_SLOT}")),
-            },
         }))
     }
 
-    /// Runs one script invocation; on a connection failure or timeout the connection is dropped
-    /// so the next call connects afresh.
-    fn call(&self, what: &str, invocation: &redis::ScriptInvocation<'_>) -> Result<Value> {
+    /// Runs one script with `keys` and `args` (one round trip); on a connection failure or
+    /// timeout the connection is dropped so the next call connects afresh.
+    fn call(
+        &self,
+        what: &str,
+        script: fn(&Scripts) -> &Script,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Result<Value> {
         let cached = self.conn.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.io.timeout()))
             .set_response_timeout(Some(self.io.timeout()));
-        let client = &self.client;
+        let shared = self.shared.clone();
         let outcome = self.io.run(async move {
-            let mut conn = match cached {
+            let (mut conn, fresh) = match cached {
                 Some(c) => (c, false),
                 None => (
-                    client
+                    shared
+                        .client
                         .get_multiplexed_async_connection_with_config(&config)
                         .await?,
                     true,
                 ),
             };
-            let value: Value = invocation.invoke_async(&mut conn.0).await?;
-            Ok::<_, RedisError>((value, conn))
+            let mut invocation = script(&shared.scripts).prepare_invoke();
+            for k in &keys {
+                invocation.key(k);
+            }
+            for a in &args {
+                invocation.arg(a);
+            }
+            let value: Value = invocation.invoke_async(&mut conn).await?;
+            Ok::<_, RedisError>((value, conn, fresh))
         });
         match outcome {
-            Ok((value, (conn, fresh))) => {
+            Ok((value, conn, fresh)) => {
                 if fresh {
                     *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = Some(conn);
                 }
@@ -297,9 +318,12 @@ impl SlotStore for RedisStore {
     fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
         let what = "reading a namespace snapshot";
         let k = keys(namespace);
-        let mut inv = self.scripts.snapshot.prepare_invoke();
-        inv.key(&k.ns).key(&k.slots);
-        let reply = self.call(what, &inv)?;
+        let reply = self.call(
+            what,
+            |s| &s.snapshot,
+            vec![k.ns.clone(), k.slots.clone()],
+            vec![],
+        )?;
         let Value::Array(parts) = &reply else {
             return Err(self.malformed(what, &reply));
         };
@@ -344,12 +368,15 @@ impl SlotStore for RedisStore {
     ) -> Result<Option<u64>> {
         let what = "writing the namespace record";
         let k = keys(namespace);
-        let mut inv = self.scripts.cas_namespace.prepare_invoke();
-        inv.key(&k.ns)
-            .key(&k.counter)
-            .arg(expected.map(|v| v.to_string()).unwrap_or_default())
-            .arg(codec::encode_namespace(record));
-        let reply = self.call(what, &inv)?;
+        let reply = self.call(
+            what,
+            |s| &s.cas_namespace,
+            vec![k.ns, k.counter],
+            vec![
+                expected.map(|v| v.to_string()).unwrap_or_default(),
+                codec::encode_namespace(record),
+            ],
+        )?;
         version_reply(&reply).ok_or_else(|| self.malformed(what, &reply))
     }
 
@@ -360,9 +387,12 @@ impl SlotStore for RedisStore {
     ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
         let what = "reading a slot";
         let k = keys(namespace);
-        let mut inv = self.scripts.read_slot.prepare_invoke();
-        inv.key(&k.slots).arg(slot);
-        let reply = self.call(what, &inv)?;
+        let reply = self.call(
+            what,
+            |s| &s.read_slot,
+            vec![k.slots.clone()],
+            vec![slot.to_string()],
+        )?;
         let Value::Array(parts) = &reply else {
             return Err(self.malformed(what, &reply));
         };
@@ -391,13 +421,16 @@ impl SlotStore for RedisStore {
     ) -> Result<Option<u64>> {
         let what = "writing a slot record";
         let k = keys(namespace);
-        let mut inv = self.scripts.cas_slot.prepare_invoke();
-        inv.key(&k.slots)
-            .key(&k.counter)
-            .arg(record.slot)
-            .arg(expected.map(|v| v.to_string()).unwrap_or_default())
-            .arg(codec::encode_slot(record));
-        let reply = self.call(what, &inv)?;
+        let reply = self.call(
+            what,
+            |s| &s.cas_slot,
+            vec![k.slots, k.counter],
+            vec![
+                record.slot.to_string(),
+                expected.map(|v| v.to_string()).unwrap_or_default(),
+                codec::encode_slot(record),
+            ],
+        )?;
         version_reply(&reply).ok_or_else(|| self.malformed(what, &reply))
     }
 }

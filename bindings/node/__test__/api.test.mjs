@@ -1,0 +1,204 @@
+// The API: creating a runtime every way, the id methods, generators, stats, events, close.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { cosid, tempDir, memoryConfig, sqliteConfig, expectError, packageDir } from './helpers.mjs'
+
+const { Runtime, Generator, toBase62, fromBase62, noop } = cosid
+
+test('Runtime.create accepts an object, a YAML string, a JSON string and a file path', async () => {
+  const dir = tempDir()
+  const db = join(dir, 'slots.db')
+  const yaml = `cosid:\n  namespace: forms\n  machine:\n    lease:\n      store: sqlite://${db}\n      bits: 3\n`
+  const file = join(dir, 'cosid.yaml')
+  writeFileSync(file, yaml)
+  const runtimes = [
+    await Runtime.create(sqliteConfig(db, { namespace: 'forms' })),
+    await Runtime.create(yaml),
+    await Runtime.create(JSON.stringify(sqliteConfig(db, { namespace: 'forms' }))),
+    await Runtime.create(file),
+  ]
+  const slots = runtimes.map((rt) => rt.stats().slot)
+  assert.equal(new Set(slots).size, 4, `four runtimes on one store hold four slots: ${slots}`)
+  for (const rt of runtimes) {
+    assert.ok(rt instanceof Runtime)
+    assert.equal(rt.namespace, 'forms')
+    assert.equal(typeof rt.next(), 'bigint')
+    await rt.close()
+  }
+})
+
+test('Runtime.create() with no configuration uses the embedded default under XDG_STATE_HOME', async () => {
+  const rt = await Runtime.create()
+  assert.equal(rt.namespace, 'default')
+  assert.ok(existsSync(join(process.env.XDG_STATE_HOME, 'cosid', 'slots.db')))
+  assert.equal(typeof rt.next(), 'bigint')
+  await rt.close()
+  const again = await Runtime.create(null)
+  assert.equal(again.namespace, 'default')
+  await again.close()
+})
+
+test('next() returns unique, strictly increasing bigints of the runtime slot', async () => {
+  const rt = await Runtime.create(memoryConfig())
+  const slot = rt.stats().slot
+  let last = -1n
+  for (let i = 0; i < 20000; i++) {
+    const id = rt.next()
+    assert.equal(typeof id, 'bigint')
+    assert.ok(id > last, `id ${id} after ${last}`)
+    last = id
+  }
+  assert.equal(rt.parse(last).slot, slot)
+  assert.equal(rt.stats().idsIssued, 20000)
+  await rt.close()
+})
+
+test('nextBatch(n) returns n fresh increasing ids in a BigUint64Array; nextBatch(0) is empty', async () => {
+  const rt = await Runtime.create(memoryConfig())
+  const before = rt.next()
+  const batch = rt.nextBatch(10000)
+  assert.ok(batch instanceof BigUint64Array)
+  assert.equal(batch.length, 10000)
+  assert.ok(batch[0] > before)
+  for (let i = 1; i < batch.length; i++) assert.ok(batch[i] > batch[i - 1])
+  assert.ok(rt.next() > batch[batch.length - 1])
+  assert.equal(rt.nextBatch(0).length, 0)
+  assert.equal(rt.nextBatch(65536).length, 65536)
+  await rt.close()
+})
+
+test('nextString() and toBase62/fromBase62 round-trip and sort like the ids', async () => {
+  const rt = await Runtime.create(memoryConfig())
+  const texts = [rt.nextString(), rt.nextString(), rt.nextString()]
+  for (const t of texts) assert.match(t, /^[0-9A-Za-z]{11}$/)
+  assert.deepEqual([...texts].sort(), texts)
+  const ids = texts.map(fromBase62)
+  assert.ok(ids[0] < ids[1] && ids[1] < ids[2])
+  for (const [i, id] of ids.entries()) assert.equal(toBase62(id), texts[i])
+  assert.equal(toBase62(0n), '00000000000')
+  assert.equal(fromBase62(toBase62(18446744073709551615n)), 18446744073709551615n)
+  await rt.close()
+})
+
+test('parse(id) gives id, timestamp, time, slot and sequence', async () => {
+  const rt = await Runtime.create(memoryConfig())
+  const [a, b] = [rt.next(), rt.next()]
+  const info = rt.parse(b)
+  assert.deepEqual(Object.keys(info), ['id', 'timestamp', 'time', 'slot', 'sequence'])
+  assert.equal(info.id, b)
+  assert.equal(typeof info.timestamp, 'number')
+  assert.equal(info.time, new Date(info.timestamp).toISOString())
+  assert.ok(Math.abs(info.timestamp - Date.now()) < 600_000, 'the id was issued about now')
+  assert.equal(info.slot, rt.stats().slot)
+  const pa = rt.parse(a)
+  assert.ok(pa.timestamp < info.timestamp || pa.sequence < info.sequence)
+  const l = rt.layout
+  assert.deepEqual(
+    [l.unit, l.timestampBits, l.nodeBits, l.sequenceBits, l.epochMs],
+    ['ms', 41, 10, 12, Date.parse('2019-12-24T16:00:00Z')],
+  )
+  await rt.close()
+})
+
+test('named generators share the slot and each have their own id space', async () => {
+  const rt = await Runtime.create(memoryConfig())
+  const orders = rt.generator('orders')
+  assert.ok(orders instanceof Generator)
+  assert.equal(orders.name, 'orders')
+  assert.equal(rt.generator('').name, '')
+  const a = orders.next()
+  const b = rt.generator('orders').next()
+  assert.ok(b > a, 'the same name is the same generator')
+  assert.equal(orders.parse(a).slot, rt.stats().slot)
+  assert.equal(typeof orders.nextString(), 'string')
+  assert.equal(orders.nextBatch(3).length, 3)
+  assert.equal(typeof (await orders.nextAsync()), 'bigint')
+  assert.equal((await orders.nextBatchAsync(5)).length, 5)
+  await rt.close()
+  await expectError(() => orders.next(), Error, 'COSID_ERR_CLOSED')
+})
+
+test('nextAsync() and nextBatchAsync(n) resolve with fresh ids', async () => {
+  const rt = await Runtime.create(memoryConfig())
+  const a = await rt.nextAsync()
+  const batch = await rt.nextBatchAsync(100000)
+  assert.equal(batch.length, 100000)
+  assert.ok(batch[0] > a)
+  for (let i = 1; i < batch.length; i++) assert.ok(batch[i] > batch[i - 1])
+  assert.ok((await rt.nextAsync()) > batch[batch.length - 1])
+  await rt.close()
+})
+
+test('the id methods are own properties; the prototype methods behave the same', async () => {
+  const rt = await Runtime.create(memoryConfig())
+  for (const m of ['next', 'nextString', 'nextBatch', 'parse', 'nextAsync', 'nextBatchAsync']) {
+    assert.equal(typeof rt[m], 'function')
+    assert.ok(Object.hasOwn(rt, m), `${m} is an own property`)
+    assert.equal(typeof Runtime.prototype[m], 'function')
+  }
+  const viaPrototype = Runtime.prototype.next.call(rt)
+  assert.ok(rt.next() > viaPrototype)
+  assert.equal(Runtime.prototype.nextBatch.call(rt, 4).length, 4)
+  assert.equal(Runtime.prototype.parse.call(rt, viaPrototype).id, viaPrototype)
+  // A detached method keeps working: its generator travels with it.
+  const next = rt.next
+  assert.equal(typeof next(), 'bigint')
+  assert.equal(noop(), undefined)
+  await rt.close()
+})
+
+test('stats() counts issued ids and describes the bound window', async () => {
+  const rt = await Runtime.create(memoryConfig())
+  rt.nextBatch(100)
+  rt.next()
+  const s = rt.stats()
+  assert.equal(s.idsIssued, 101)
+  assert.equal(s.acquisitions, 1)
+  assert.equal(s.bound, true)
+  assert.ok(s.ceiling > s.floor)
+  await rt.close()
+  assert.equal(rt.stats().bound, false)
+})
+
+test('on(): listeners receive keeper events; slot_released arrives when close() releases the slot', async () => {
+  const rt = await Runtime.create(memoryConfig())
+  const slot = rt.stats().slot
+  const seen = []
+  const released = new Promise((resolve) => rt.on('slot_released', resolve))
+  rt.on('*', (e) => seen.push(e.type))
+  assert.equal(rt.on('slot_lost', () => {}), rt, 'on() returns the runtime')
+  const last = rt.next()
+  await rt.close()
+  const event = await released
+  assert.equal(event.type, 'slot_released')
+  assert.equal(event.slot, slot)
+  assert.equal(event.nextFloor, rt.parse(last).timestamp, 'the slot is released with the last timestamp')
+  assert.match(event.message, /released/)
+  assert.ok(seen.includes('slot_released'))
+  await expectError(() => rt.on('slot_lost', () => {}), Error, 'COSID_ERR_CLOSED')
+})
+
+test('close() stops every method with COSID_ERR_CLOSED; a second close() rejects', async () => {
+  const rt = await Runtime.create(memoryConfig())
+  rt.next()
+  assert.equal(rt.closed, false)
+  await rt.close()
+  assert.equal(rt.closed, true)
+  await expectError(() => rt.next(), Error, 'COSID_ERR_CLOSED')
+  await expectError(() => rt.nextString(), Error, 'COSID_ERR_CLOSED')
+  await expectError(() => rt.nextBatch(2), Error, 'COSID_ERR_CLOSED')
+  await expectError(rt.nextAsync(), Error, 'COSID_ERR_CLOSED')
+  await expectError(rt.nextBatchAsync(2), Error, 'COSID_ERR_CLOSED')
+  await expectError(() => rt.generator('late'), Error, 'COSID_ERR_CLOSED')
+  await expectError(rt.close(), Error, 'COSID_ERR_CLOSED')
+  // parse needs no slot
+  assert.equal(typeof rt.parse(1n << 22n).timestamp, 'number')
+})
+
+test('index.d.ts declares exactly what index.js exports', () => {
+  const dts = readFileSync(join(packageDir, 'index.d.ts'), 'utf8')
+  const declared = [...dts.matchAll(/^export declare (?:class|function) (\w+)/gm)].map((m) => m[1]).sort()
+  assert.deepEqual(Object.keys(cosid).sort(), declared)
+})

@@ -1,0 +1,98 @@
+// Uniqueness across worker threads and processes sharing one SQLite store, a clean exit after
+// close(), and an event loop that keeps running while a runtime is being created.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { Worker } from 'node:worker_threads'
+import { spawn } from 'node:child_process'
+import { join } from 'node:path'
+import { cosid, tempDir, sqliteConfig, expectError, packageDir } from './helpers.mjs'
+
+const { Runtime } = cosid
+const fixture = (name) => join(packageDir, '__test__', 'fixtures', name)
+
+/** Runs `node args...`; resolves with { code, signal, stdout }; kills it after `limitMs`. */
+function runNode(args, limitMs = 60_000) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: process.env })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    child.stderr.on('data', (d) => (stderr += d))
+    const killer = setTimeout(() => child.kill('SIGKILL'), limitMs)
+    child.on('error', reject)
+    child.on('exit', (code, signal) => {
+      clearTimeout(killer)
+      resolve({ code, signal, stdout, stderr })
+    })
+  })
+}
+
+test('4 worker threads, each with its own Runtime on one SQLite store, issue no duplicate', async () => {
+  const db = join(tempDir(), 'slots.db')
+  const config = sqliteConfig(db, { namespace: 'workers' })
+  const count = 20_000
+  const results = await Promise.all(
+    [0, 1, 2, 3].map(
+      () =>
+        new Promise((resolve, reject) => {
+          const w = new Worker(fixture('worker.mjs'), { workerData: { packageDir, config, count } })
+          w.once('message', resolve)
+          w.once('error', reject)
+          w.once('exit', (code) => code !== 0 && reject(new Error(`worker exited with ${code}`)))
+        }),
+    ),
+  )
+  const all = new Set()
+  for (const r of results) {
+    assert.equal(r.ids.length, count)
+    for (const id of r.ids) all.add(id)
+  }
+  // A worker that finished early released its slot, and a later one may have taken it: the
+  // windows on one slot are disjoint, so that is no duplicate either.
+  assert.equal(all.size, 4 * count, 'no id was issued twice')
+})
+
+test('4 processes on one SQLite store issue no duplicate', async () => {
+  const db = join(tempDir(), 'slots.db')
+  const config = JSON.stringify(sqliteConfig(db, { namespace: 'procs' }))
+  const count = 20_000
+  const results = await Promise.all([0, 1, 2, 3].map(() => runNode([fixture('child.mjs'), packageDir, config, String(count)])))
+  const all = new Set()
+  for (const r of results) {
+    assert.equal(r.code, 0, r.stderr)
+    const { ids } = JSON.parse(r.stdout)
+    assert.equal(ids.length, count + 1000)
+    for (const id of ids) all.add(id)
+  }
+  assert.equal(all.size, 4 * (count + 1000), 'no id was issued twice')
+})
+
+test('the process exits on its own after close()', async () => {
+  const db = join(tempDir(), 'slots.db')
+  const config = JSON.stringify(sqliteConfig(db, { namespace: 'exit' }))
+  // A generous bound: a process kept alive by a handle is killed and the test fails.
+  const r = await runNode([fixture('exit.mjs'), packageDir, config], 60_000)
+  assert.equal(r.signal, null, `the process did not exit on its own (killed by ${r.signal}); stderr: ${r.stderr}`)
+  assert.equal(r.code, 0, r.stderr)
+  assert.equal(r.stdout.trim(), 'closed')
+})
+
+test('the event loop keeps running while Runtime.create waits for a slot', async () => {
+  const db = join(tempDir(), 'slots.db')
+  const holder = await Runtime.create(sqliteConfig(db, { namespace: 'busy', bits: 0 }))
+  let ticks = 0
+  const timer = setInterval(() => ticks++, 20)
+  try {
+    // The only slot is held: creation retries for acquire-timeout (2 s), off the event loop.
+    await expectError(
+      Runtime.create(sqliteConfig(db, { namespace: 'busy', bits: 0, lease: { 'acquire-timeout': '2s' } })),
+      Error,
+      'COSID_ERR_EXHAUSTED',
+    )
+  } finally {
+    clearInterval(timer)
+  }
+  // A loop blocked for the whole wait would have ticked at most once or twice.
+  assert.ok(ticks >= 5, `the 20 ms timer fired ${ticks} times during a 2 s creation`)
+  await holder.close()
+})

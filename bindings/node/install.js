@@ -1,0 +1,54 @@
+'use strict'
+// `npm install` step: nothing to do when the package ships the addon prebuilt for this platform
+// (a packed tarball does); otherwise build it from source with cargo. Building needs the cosid
+// repository around this folder (the crate path-depends on cosid-core) and a Rust toolchain.
+const { existsSync, copyFileSync, renameSync } = require('node:fs')
+const { join } = require('node:path')
+const { spawnSync } = require('node:child_process')
+const { binaryName } = require('./platform.js')
+
+const target = join(__dirname, binaryName())
+const force = process.argv.includes('--force')
+
+function fail(message) {
+  console.error(`cosid: ${message}`)
+  process.exit(1)
+}
+
+if (existsSync(target) && !force) process.exit(0)
+
+const manifest = join(__dirname, 'Cargo.toml')
+const workspace = join(__dirname, '..', '..', 'Cargo.toml')
+if (!existsSync(manifest) || !existsSync(workspace) || !existsSync(join(__dirname, '..', '..', 'cosid-core'))) {
+  fail(
+    `no prebuilt addon for this platform (${binaryName()}) in this package, and no cosid source tree ` +
+      'to build one from. Install a package packed on this platform, or install from a clone of the ' +
+      'cosid repository (bindings/node) with Rust installed.',
+  )
+}
+
+const cargo = process.env.CARGO || 'cargo'
+if (spawnSync(cargo, ['--version'], { stdio: 'ignore' }).status !== 0) {
+  fail(`building the addon from source needs cargo, and '${cargo}' did not run; install Rust (rustup) and retry`)
+}
+
+console.error(`cosid: building the native addon from source (cargo build --release -p cosid-node)...`)
+const build = spawnSync(cargo, ['build', '--release', '-p', 'cosid-node', '--manifest-path', manifest], {
+  stdio: 'inherit',
+})
+if (build.status !== 0) fail(`cargo build failed (exit status ${build.status})`)
+
+const meta = spawnSync(cargo, ['metadata', '--format-version', '1', '--no-deps', '--manifest-path', manifest], {
+  encoding: 'utf8',
+  maxBuffer: 64 * 1024 * 1024,
+})
+if (meta.status !== 0) fail(`cargo metadata failed: ${meta.stderr}`)
+const targetDir = JSON.parse(meta.stdout).target_directory
+const lib = { linux: 'libcosid_node.so', darwin: 'libcosid_node.dylib', win32: 'cosid_node.dll' }[process.platform]
+if (!lib) fail(`unsupported platform ${process.platform}`)
+const built = join(targetDir, 'release', lib)
+if (!existsSync(built)) fail(`cargo built nothing at ${built}`)
+// Copy then rename: a process that has the old addon loaded keeps a valid mapping.
+copyFileSync(built, `${target}.tmp`)
+renameSync(`${target}.tmp`, target)
+console.error(`cosid: built ${target}`)

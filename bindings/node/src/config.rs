@@ -1,0 +1,230 @@
+//! `Runtime.create(config)`: a YAML or JSON string, a path to a file, a plain object, or
+//! nothing (the embedded default). The JavaScript value is read on the JavaScript thread; files
+//! are read and the document interpreted on the creating thread.
+
+use crate::error::{check, coded, type_error, Res};
+use crate::raw::{display, string_value, type_name, type_of};
+use cosid_core::{Config, ErrorKind};
+use napi::sys;
+use serde_yaml_ng::{Mapping, Number, Value};
+use std::path::Path;
+use std::ptr;
+
+/// Deeper than any real configuration; a cycle stops here.
+const MAX_DEPTH: usize = 32;
+
+/// A configuration as JavaScript gave it, ready to cross to another thread.
+pub(crate) enum Source {
+    Default,
+    Text(String),
+    Document(Value),
+}
+
+/// Reads the `config` argument of `Runtime.create`.
+pub(crate) fn read(env: sys::napi_env, v: sys::napi_value) -> Res<Source> {
+    use sys::ValueType as T;
+    match type_of(env, v)? {
+        T::napi_undefined | T::napi_null => Ok(Source::Default),
+        T::napi_string => Ok(Source::Text(string_value(env, v)?)),
+        T::napi_object if !is_array(env, v)? => Ok(Source::Document(to_yaml(env, v, "config", 0)?)),
+        t => Err(type_error(format!(
+            "Runtime.create(config): config must be a YAML or JSON string, a path to a \
+             configuration file, or a plain object like {{ cosid: {{ namespace: 'orders' }} }}; \
+             got {}",
+            if t == T::napi_object {
+                "an array"
+            } else {
+                type_name(t)
+            }
+        ))),
+    }
+}
+
+impl Source {
+    /// Interprets the configuration (reads the file if it is a path).
+    pub(crate) fn into_config(self) -> Res<Config> {
+        match self {
+            Source::Default => Ok(Config::embedded_default()?),
+            Source::Document(doc) => Ok(Config::from_value(&doc)?),
+            Source::Text(text) => {
+                let trimmed = text.trim();
+                if trimmed.is_empty() {
+                    return Err(coded(
+                        ErrorKind::Config,
+                        "Runtime.create(config): the configuration string is empty; pass a YAML \
+                         or JSON document, a file path, or nothing for the embedded default",
+                    ));
+                }
+                if !trimmed.contains('\n') && Path::new(trimmed).is_file() {
+                    return Ok(Config::from_path(Path::new(trimmed))?);
+                }
+                match serde_yaml_ng::from_str::<Value>(&text) {
+                    // One word that names no file: most likely a mistyped path.
+                    Ok(Value::String(_)) | Ok(Value::Null) => Err(coded(
+                        ErrorKind::Config,
+                        format!(
+                            "Runtime.create(config): '{}' is neither an existing file nor a YAML \
+                             or JSON document with a top-level 'cosid' key; check the path",
+                            trimmed.escape_debug()
+                        ),
+                    )),
+                    _ => Ok(Config::from_yaml(&text)?),
+                }
+            }
+        }
+    }
+}
+
+fn is_array(env: sys::napi_env, v: sys::napi_value) -> Res<bool> {
+    let mut b = false;
+    check!(env, sys::napi_is_array(env, v, &mut b), "napi_is_array")?;
+    Ok(b)
+}
+
+fn to_yaml(env: sys::napi_env, v: sys::napi_value, path: &str, depth: usize) -> Res<Value> {
+    use sys::ValueType as T;
+    if depth > MAX_DEPTH {
+        return Err(type_error(format!(
+            "Runtime.create(config): {path} is nested more than {MAX_DEPTH} levels deep (does the \
+             object refer to itself?)"
+        )));
+    }
+    Ok(match type_of(env, v)? {
+        T::napi_null => Value::Null,
+        T::napi_boolean => {
+            let mut b = false;
+            check!(
+                env,
+                sys::napi_get_value_bool(env, v, &mut b),
+                "napi_get_value_bool"
+            )?;
+            Value::Bool(b)
+        }
+        T::napi_number => {
+            let mut x = 0f64;
+            check!(
+                env,
+                sys::napi_get_value_double(env, v, &mut x),
+                "napi_get_value_double"
+            )?;
+            if !x.is_finite() {
+                return Err(type_error(format!(
+                    "Runtime.create(config): {path} is {x}; give a finite number"
+                )));
+            }
+            if x.fract() == 0.0 && x.abs() < 9_007_199_254_740_992.0 {
+                Value::Number(Number::from(x as i64))
+            } else {
+                Value::Number(Number::from(x))
+            }
+        }
+        T::napi_bigint => {
+            let mut n = 0u64;
+            let mut lossless = false;
+            check!(
+                env,
+                sys::napi_get_value_bigint_uint64(env, v, &mut n, &mut lossless),
+                "napi_get_value_bigint_uint64"
+            )?;
+            if !lossless {
+                return Err(type_error(format!(
+                    "Runtime.create(config): {path} is {}n, which is not an unsigned 64-bit \
+                     integer",
+                    display(env, v)
+                )));
+            }
+            Value::Number(Number::from(n))
+        }
+        T::napi_string => Value::String(string_value(env, v)?),
+        T::napi_object => {
+            let mut is_date = false;
+            check!(env, sys::napi_is_date(env, v, &mut is_date), "napi_is_date")?;
+            if is_date {
+                let mut ms = 0f64;
+                check!(
+                    env,
+                    sys::napi_get_date_value(env, v, &mut ms),
+                    "napi_get_date_value"
+                )?;
+                if !ms.is_finite() {
+                    return Err(type_error(format!(
+                        "Runtime.create(config): {path} is an invalid Date"
+                    )));
+                }
+                Value::String(cosid_core::time::format_rfc3339_ms(ms as i64))
+            } else if is_array(env, v)? {
+                let mut len = 0u32;
+                check!(
+                    env,
+                    sys::napi_get_array_length(env, v, &mut len),
+                    "napi_get_array_length"
+                )?;
+                let mut seq = Vec::with_capacity(len as usize);
+                for i in 0..len {
+                    let mut item = ptr::null_mut();
+                    check!(
+                        env,
+                        sys::napi_get_element(env, v, i, &mut item),
+                        "napi_get_element"
+                    )?;
+                    seq.push(to_yaml(env, item, &format!("{path}[{i}]"), depth + 1)?);
+                }
+                Value::Sequence(seq)
+            } else {
+                Value::Mapping(mapping(env, v, path, depth)?)
+            }
+        }
+        t => {
+            return Err(type_error(format!(
+                "Runtime.create(config): {path} is {}; configuration values are strings, numbers, \
+                 booleans, null, arrays and plain objects",
+                type_name(t)
+            )))
+        }
+    })
+}
+
+fn mapping(env: sys::napi_env, v: sys::napi_value, path: &str, depth: usize) -> Res<Mapping> {
+    let mut keys = ptr::null_mut();
+    check!(
+        env,
+        sys::napi_get_all_property_names(
+            env,
+            v,
+            sys::KeyCollectionMode::own_only,
+            sys::KeyFilter::enumerable | sys::KeyFilter::skip_symbols,
+            sys::KeyConversion::numbers_to_strings,
+            &mut keys,
+        ),
+        "napi_get_all_property_names"
+    )?;
+    let mut len = 0u32;
+    check!(
+        env,
+        sys::napi_get_array_length(env, keys, &mut len),
+        "napi_get_array_length"
+    )?;
+    let mut map = Mapping::with_capacity(len as usize);
+    for i in 0..len {
+        let mut key = ptr::null_mut();
+        check!(
+            env,
+            sys::napi_get_element(env, keys, i, &mut key),
+            "napi_get_element"
+        )?;
+        let name = string_value(env, key)?;
+        let mut item = ptr::null_mut();
+        check!(
+            env,
+            sys::napi_get_property(env, v, key, &mut item),
+            "napi_get_property"
+        )?;
+        if type_of(env, item)? == sys::ValueType::napi_undefined {
+            // Like JSON.stringify: an undefined member is no member.
+            continue;
+        }
+        let child = format!("{path}.{name}");
+        map.insert(Value::String(name), to_yaml(env, item, &child, depth + 1)?);
+    }
+    Ok(map)
+}

@@ -1,0 +1,484 @@
+//! # cosid for Node.js
+//!
+//! A napi-rs addon over `cosid-core`: `await Runtime.create(config)`, then `rt.next()` returns
+//! a unique 64-bit id as a `bigint`. The binding holds no logic of its own: every id, lease and
+//! shutdown decision is the core's.
+//!
+//! Contracts:
+//! - Nothing that touches the store runs on the event loop: creating a runtime (store I/O,
+//!   acquiring a slot), closing it (releasing the slot) and the `...Async` methods run on their
+//!   own threads and return promises.
+//! - The synchronous id methods never wait on the store (see `ops`): they issue at once or throw
+//!   an `Error` whose `code` says why (`COSID_ERR_WINDOW_CLOSED`, ...).
+//! - A `Runtime` can be used from any number of worker threads' runtimes at once, each with its
+//!   own slot; ids of one generator are unique across every process of the namespace and
+//!   strictly increase per generator within one binding.
+//! - Nothing keeps the process alive once `close()` resolved: listeners are weak, the keeper
+//!   thread is joined.
+
+#![deny(clippy::all)]
+
+mod config;
+mod error;
+mod events;
+mod offload;
+mod ops;
+mod raw;
+
+use crate::error::{coded, throwing, type_error, Res};
+use crate::events::{Listeners, RuntimeEvent, NAMES};
+use crate::ops::GenCtx;
+use crate::raw::{type_name, type_of, Raw};
+use cosid_core::ErrorKind;
+use napi::bindgen_prelude::{FromNapiValue, Function, JavaScriptClassExt, Object, Unknown};
+use napi::{sys, Env, JsValue};
+use napi_derive::napi;
+use std::sync::Arc;
+
+/// An id taken apart by `parse(id)`.
+#[napi(object, object_from_js = false)]
+pub struct IdInfo {
+    /// The id.
+    pub id: u64,
+    /// The start of the id's time unit, ms since the Unix epoch.
+    pub timestamp: f64,
+    /// `timestamp` as RFC 3339 in UTC with milliseconds, e.g. `2026-05-01T12:00:00.000Z`.
+    pub time: String,
+    /// The slot that issued it.
+    pub slot: u32,
+    /// Its sequence number within the time unit.
+    pub sequence: u32,
+}
+
+/// The counters of a runtime (`rt.stats()`).
+#[napi(object, object_from_js = false)]
+pub struct Stats {
+    /// Ids issued by all generators (exact after close).
+    pub ids_issued: f64,
+    /// Calls that had to wait (next tick, floor, ceiling).
+    pub waits: f64,
+    /// Successful renewals.
+    pub renewals: f64,
+    /// Failed renewals.
+    pub renewal_failures: f64,
+    /// Slots acquired.
+    pub acquisitions: f64,
+    /// Leases lost.
+    pub slots_lost: f64,
+    /// Clock skew warnings.
+    pub clock_skew_events: f64,
+    /// The bound slot.
+    pub slot: u32,
+    /// Whether ids can be issued now.
+    pub bound: bool,
+    /// The window's excluded lower bound, ms since the Unix epoch.
+    pub floor: f64,
+    /// The window's included upper bound, ms since the Unix epoch.
+    pub ceiling: f64,
+}
+
+/// The bit layout of a runtime's ids (`rt.layout`).
+#[napi(object, object_from_js = false)]
+pub struct IdLayout {
+    /// The epoch, ms since the Unix epoch.
+    pub epoch_ms: f64,
+    /// The time unit: `ms` or `s`.
+    pub unit: String,
+    /// Bits of the timestamp field.
+    pub timestamp_bits: u32,
+    /// Bits of the slot (node) field.
+    pub node_bits: u32,
+    /// Bits of the sequence field.
+    pub sequence_bits: u32,
+}
+
+/// A running id source: a slot (leased from the store, or static), its keeper, and its
+/// generators. Make one with `await Runtime.create(config)`; end it with `await rt.close()`.
+///
+/// Ids are unique across every process of the namespace. `next()` and the other synchronous
+/// methods never wait on the store; the `...Async` methods wait off the event loop.
+#[napi]
+pub struct Runtime {
+    /// `None` only while being dropped.
+    core: Option<cosid_core::Runtime>,
+    ctx: Arc<GenCtx>,
+    listeners: Arc<Listeners>,
+}
+
+impl Runtime {
+    fn core(&self) -> &cosid_core::Runtime {
+        self.core.as_ref().expect("present until drop")
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        // Collected without close(): release the slot, but not on the JavaScript thread.
+        self.listeners.close();
+        if let Some(rt) = self.core.take() {
+            if !rt.is_closed() {
+                let _ = std::thread::Builder::new()
+                    .name("cosid-drop".into())
+                    .spawn(move || drop(rt));
+            }
+        }
+    }
+}
+
+fn make_runtime(
+    env: sys::napi_env,
+    rt: cosid_core::Runtime,
+    listeners: Arc<Listeners>,
+) -> Res<sys::napi_value> {
+    let ctx = Arc::new(GenCtx {
+        gen: rt.default_generator().clone(),
+    });
+    let js = Runtime {
+        core: Some(rt),
+        ctx: ctx.clone(),
+        listeners,
+    };
+    let obj = js.into_instance(&Env::from_raw(env))?.value;
+    ops::install_methods(env, obj, &ctx)?;
+    Ok(obj)
+}
+
+fn make_generator(env: sys::napi_env, gen: Arc<cosid_core::Generator>) -> Res<sys::napi_value> {
+    let ctx = Arc::new(GenCtx { gen });
+    let js = Generator { ctx: ctx.clone() };
+    let obj = js.into_instance(&Env::from_raw(env))?.value;
+    ops::install_methods(env, obj, &ctx)?;
+    Ok(obj)
+}
+
+fn closed() -> error::Failure {
+    coded(ErrorKind::Closed, "the runtime is closed")
+}
+
+#[napi]
+impl Runtime {
+    /// Creates a runtime: reads the configuration, opens the store and acquires a slot, off the
+    /// event loop. `config` is a YAML or JSON document, a path to a configuration file, or an
+    /// object of the same shape (`{ cosid: { namespace: 'orders', machine: { lease: { store:
+    /// 'sqlite:///var/lib/cosid/slots.db' } } } }`); none is the embedded default
+    /// (`$XDG_STATE_HOME/cosid/slots.db`). Rejects with `COSID_ERR_CONFIG`, `COSID_ERR_STORE`,
+    /// `COSID_ERR_EXHAUSTED`, `COSID_ERR_NAMESPACE_MISMATCH`, ... or a `TypeError`.
+    #[napi(
+        ts_args_type = "config?: string | Record<string, unknown> | null",
+        ts_return_type = "Promise<Runtime>"
+    )]
+    pub fn create(env: Env, config: Option<Unknown>) -> napi::Result<Raw> {
+        let env = env.raw();
+        let source = match config {
+            None => Ok(config::Source::Default),
+            Some(v) => config::read(env, v.raw()),
+        };
+        let r = match source {
+            Err(f) => raw::rejected(env, f),
+            Ok(source) => {
+                let listeners = Arc::new(Listeners::new());
+                let emitter = listeners.clone();
+                offload::promise(
+                    env,
+                    "create",
+                    move || {
+                        let config = source.into_config()?;
+                        Ok(cosid_core::Runtime::builder()
+                            .config(config)
+                            .on_event(move |e| emitter.emit(e))
+                            .build()?)
+                    },
+                    move |env, rt| make_runtime(env, rt, listeners),
+                )
+            }
+        };
+        throwing(env, r.map(Raw))
+    }
+
+    /// One id, now. Never waits on the store: throws `COSID_ERR_WINDOW_CLOSED` (the window's
+    /// ceiling is reached and not yet extended), `COSID_ERR_SLOT_LOST`, `COSID_ERR_CLOSED`, ...
+    /// at once; `nextAsync()` waits instead.
+    #[napi(ts_return_type = "bigint")]
+    pub fn next(&self, env: Env) -> napi::Result<Raw> {
+        throwing(env.raw(), ops::next(env.raw(), &self.ctx).map(Raw))
+    }
+
+    /// One id, waiting off the event loop (up to `max-wait`) when the window requires it.
+    #[napi(ts_return_type = "Promise<bigint>")]
+    pub fn next_async(&self, env: Env) -> napi::Result<Raw> {
+        throwing(env.raw(), ops::next_async(env.raw(), &self.ctx).map(Raw))
+    }
+
+    /// `n` ids (0 to 65536), now, in one `BigUint64Array`; consecutive ids of one time unit are
+    /// reserved in one atomic step. Throws like `next()`.
+    #[napi(ts_args_type = "n: number", ts_return_type = "BigUint64Array")]
+    pub fn next_batch(&self, env: Env, n: Unknown) -> napi::Result<Raw> {
+        throwing(
+            env.raw(),
+            ops::next_batch(env.raw(), &self.ctx, n.raw()).map(Raw),
+        )
+    }
+
+    /// `n` ids (0 to 4194304), waiting off the event loop when the window requires it.
+    #[napi(ts_args_type = "n: number", ts_return_type = "Promise<BigUint64Array>")]
+    pub fn next_batch_async(&self, env: Env, n: Unknown) -> napi::Result<Raw> {
+        throwing(
+            env.raw(),
+            ops::next_batch_async(env.raw(), &self.ctx, n.raw()).map(Raw),
+        )
+    }
+
+    /// One id as fixed-width base-62 text (11 characters of `0-9A-Za-z`, ordered like the ids).
+    #[napi(ts_return_type = "string")]
+    pub fn next_string(&self, env: Env) -> napi::Result<Raw> {
+        throwing(env.raw(), ops::next_string(env.raw(), &self.ctx).map(Raw))
+    }
+
+    /// Takes an id of this runtime's layout apart.
+    #[napi(ts_args_type = "id: bigint", ts_return_type = "IdInfo")]
+    pub fn parse(&self, env: Env, id: Unknown) -> napi::Result<Raw> {
+        throwing(
+            env.raw(),
+            ops::parse(env.raw(), &self.ctx, id.raw()).map(Raw),
+        )
+    }
+
+    /// The generator called `name` (created on first use), sharing this runtime's slot. Each
+    /// name is its own id space. `''` is the default generator.
+    #[napi(ts_args_type = "name: string", ts_return_type = "Generator")]
+    pub fn generator(&self, env: Env, name: Unknown) -> napi::Result<Raw> {
+        let env = env.raw();
+        let r = (|| {
+            let t = type_of(env, name.raw())?;
+            if t != sys::ValueType::napi_string {
+                return Err(type_error(format!(
+                    "generator(name): name must be a string, got {}",
+                    type_name(t)
+                )));
+            }
+            let name = raw::string_value(env, name.raw())?;
+            let gen = self.core().generator(&name)?;
+            make_generator(env, gen)
+        })();
+        throwing(env, r.map(Raw))
+    }
+
+    /// The runtime's counters.
+    #[napi]
+    pub fn stats(&self) -> Stats {
+        let s = self.core().stats();
+        Stats {
+            ids_issued: s.ids_issued as f64,
+            waits: s.waits as f64,
+            renewals: s.renewals as f64,
+            renewal_failures: s.renewal_failures as f64,
+            acquisitions: s.acquisitions as f64,
+            slots_lost: s.slots_lost as f64,
+            clock_skew_events: s.clock_skew_events as f64,
+            slot: s.slot,
+            bound: s.bound,
+            floor: s.floor as f64,
+            ceiling: s.ceiling as f64,
+        }
+    }
+
+    /// The bit layout of the ids.
+    #[napi(getter)]
+    pub fn layout(&self) -> IdLayout {
+        let l = self.core().layout();
+        IdLayout {
+            epoch_ms: l.epoch_ms() as f64,
+            unit: l.unit().name().to_string(),
+            timestamp_bits: l.timestamp_bits() as u32,
+            node_bits: l.node_bits() as u32,
+            sequence_bits: l.sequence_bits() as u32,
+        }
+    }
+
+    /// The namespace of the runtime's slot.
+    #[napi(getter)]
+    pub fn namespace(&self) -> String {
+        self.core().config().namespace.clone()
+    }
+
+    /// Whether `close()` was called.
+    #[napi(getter)]
+    pub fn closed(&self) -> bool {
+        self.core().is_closed()
+    }
+
+    /// Calls `listener` on the JavaScript thread for every keeper event named `event` (`'*'`:
+    /// every event). Listeners do not keep the process alive and are dropped by `close()`.
+    #[napi(
+        ts_args_type = "event: 'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released' | '*', listener: (event: RuntimeEvent) => void"
+    )]
+    pub fn on(&self, env: Env, event: Unknown, listener: Unknown) -> napi::Result<&Self> {
+        let raw_env = env.raw();
+        let r = (|| {
+            let t = type_of(raw_env, event.raw())?;
+            if t != sys::ValueType::napi_string {
+                return Err(type_error(format!(
+                    "on(event, listener): event must be a string, got {}",
+                    type_name(t)
+                )));
+            }
+            let name = raw::string_value(raw_env, event.raw())?;
+            let Some(name) = NAMES.iter().copied().find(|n| *n == name) else {
+                return Err(type_error(format!(
+                    "on(event, listener): unknown event '{}'; events are {}",
+                    name.escape_debug(),
+                    NAMES.join(", ")
+                )));
+            };
+            let t = type_of(raw_env, listener.raw())?;
+            if t != sys::ValueType::napi_function {
+                return Err(type_error(format!(
+                    "on(event, listener): listener must be a function, got {}",
+                    type_name(t)
+                )));
+            }
+            // SAFETY: `listener` is a function value of this env.
+            let f =
+                unsafe { Function::<RuntimeEvent, ()>::from_napi_value(raw_env, listener.raw())? };
+            if self.core().is_closed() || !self.listeners.add(name, f)? {
+                return Err(closed());
+            }
+            Ok(())
+        })();
+        throwing(raw_env, r).map(|()| self)
+    }
+
+    /// Ordered shutdown, off the event loop: the generators stop (later calls throw
+    /// `COSID_ERR_CLOSED`), the keeper stops, the slot is released with the exact last
+    /// timestamp. A second call rejects with `COSID_ERR_CLOSED`.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close(&self, env: Env) -> napi::Result<Raw> {
+        let rt = self.core().clone();
+        let listeners = self.listeners.clone();
+        let r = offload::promise(
+            env.raw(),
+            "close",
+            move || {
+                let r = rt.close();
+                listeners.close();
+                Ok(r?)
+            },
+            |env, ()| raw::undefined(env),
+        );
+        throwing(env.raw(), r.map(Raw))
+    }
+}
+
+/// A named generator of a runtime (`rt.generator(name)`): its own id space on the runtime's
+/// slot, with the same id methods as the runtime.
+#[napi]
+pub struct Generator {
+    ctx: Arc<GenCtx>,
+}
+
+#[napi]
+impl Generator {
+    /// The generator's name.
+    #[napi(getter)]
+    pub fn name(&self) -> String {
+        self.ctx.gen.name().to_string()
+    }
+
+    /// One id, now; throws instead of waiting (see `Runtime.next`).
+    #[napi(ts_return_type = "bigint")]
+    pub fn next(&self, env: Env) -> napi::Result<Raw> {
+        throwing(env.raw(), ops::next(env.raw(), &self.ctx).map(Raw))
+    }
+
+    /// One id, waiting off the event loop (up to `max-wait`) when the window requires it.
+    #[napi(ts_return_type = "Promise<bigint>")]
+    pub fn next_async(&self, env: Env) -> napi::Result<Raw> {
+        throwing(env.raw(), ops::next_async(env.raw(), &self.ctx).map(Raw))
+    }
+
+    /// `n` ids (0 to 65536), now, in one `BigUint64Array`.
+    #[napi(ts_args_type = "n: number", ts_return_type = "BigUint64Array")]
+    pub fn next_batch(&self, env: Env, n: Unknown) -> napi::Result<Raw> {
+        throwing(
+            env.raw(),
+            ops::next_batch(env.raw(), &self.ctx, n.raw()).map(Raw),
+        )
+    }
+
+    /// `n` ids (0 to 4194304), waiting off the event loop when the window requires it.
+    #[napi(ts_args_type = "n: number", ts_return_type = "Promise<BigUint64Array>")]
+    pub fn next_batch_async(&self, env: Env, n: Unknown) -> napi::Result<Raw> {
+        throwing(
+            env.raw(),
+            ops::next_batch_async(env.raw(), &self.ctx, n.raw()).map(Raw),
+        )
+    }
+
+    /// One id as fixed-width base-62 text.
+    #[napi(ts_return_type = "string")]
+    pub fn next_string(&self, env: Env) -> napi::Result<Raw> {
+        throwing(env.raw(), ops::next_string(env.raw(), &self.ctx).map(Raw))
+    }
+
+    /// Takes an id of this generator's layout apart.
+    #[napi(ts_args_type = "id: bigint", ts_return_type = "IdInfo")]
+    pub fn parse(&self, env: Env, id: Unknown) -> napi::Result<Raw> {
+        throwing(
+            env.raw(),
+            ops::parse(env.raw(), &self.ctx, id.raw()).map(Raw),
+        )
+    }
+}
+
+/// The fixed-width base-62 text of an id: 11 characters of `0-9A-Za-z`, ordered like the ids.
+#[napi(ts_args_type = "id: bigint", ts_return_type = "string")]
+pub fn to_base62(env: Env, id: Unknown) -> napi::Result<Raw> {
+    let env = env.raw();
+    let r = ops::read_id(env, id.raw(), "toBase62(id)").and_then(|id| ops::base62(env, id));
+    throwing(env, r.map(Raw))
+}
+
+/// Parses fixed-width base-62 text (exactly 11 characters of `0-9A-Za-z`) into an id.
+#[napi(ts_args_type = "text: string", ts_return_type = "bigint")]
+pub fn from_base62(env: Env, text: Unknown) -> napi::Result<Raw> {
+    let env = env.raw();
+    let r = (|| {
+        let t = type_of(env, text.raw())?;
+        if t != sys::ValueType::napi_string {
+            return Err(type_error(format!(
+                "fromBase62(text): text must be a string, got {}",
+                type_name(t)
+            )));
+        }
+        let s = raw::string_value(env, text.raw())?;
+        raw::bigint(env, cosid_core::convert::parse_base62(&s)?)
+    })();
+    throwing(env, r.map(Raw))
+}
+
+/// An empty native call, through the same dispatch as `next()`: the floor of the benchmarks.
+#[napi]
+pub fn noop() {}
+
+/// Replaces the napi-rs `noop` with the raw callback the id methods use.
+#[napi(module_exports)]
+pub fn init(env: Env, exports: Object) -> napi::Result<()> {
+    let env = env.raw();
+    let r = (|| {
+        let mut f = std::ptr::null_mut();
+        error::check!(
+            env,
+            sys::napi_create_function(
+                env,
+                c"noop".as_ptr(),
+                4,
+                Some(ops::js_noop),
+                std::ptr::null_mut(),
+                &mut f
+            ),
+            "napi_create_function"
+        )?;
+        raw::set(env, exports.raw(), c"noop", f)
+    })();
+    r.map_err(|f| napi::Error::new(napi::Status::GenericFailure, format!("{f:?}")))
+}
