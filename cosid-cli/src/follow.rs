@@ -60,10 +60,14 @@ pub(crate) fn run(rt: &Runtime, format: OutFormat, rate: Option<f64>) -> cosid_c
                 }
             }
             // The keeper is working on it (renewal, rebinding, clock): report once, retry.
-            Err(e) if matches!(
-                e.kind(),
-                ErrorKind::SlotLost | ErrorKind::WindowClosed | ErrorKind::ClockBehind | ErrorKind::Timeout
-            ) =>
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::SlotLost
+                        | ErrorKind::WindowClosed
+                        | ErrorKind::ClockBehind
+                        | ErrorKind::Timeout
+                ) =>
             {
                 let _ = out.flush();
                 if last_error != Some(e.kind()) {

@@ -76,12 +76,19 @@ const T0: i64 = 1_800_000_000_000;
 impl Sim {
     fn new(seed: u64) -> Sim {
         let mut rng = Rng(seed);
-        let layout = [Layout::MILLIS, Layout::SECONDS, Layout::SAFE_JS_MILLIS, Layout::SAFE_JS_SECONDS]
-            [rng.below(4) as usize];
+        let layout = [
+            Layout::MILLIS,
+            Layout::SECONDS,
+            Layout::SAFE_JS_MILLIS,
+            Layout::SAFE_JS_SECONDS,
+        ][rng.below(4) as usize];
         let store_clock = ManualClock::shared(T0);
         let store: SharedStore = MemoryStore::new(store_clock.clone() as SharedClock);
         let bits = 1 + rng.below(2) as u8;
-        let terms = Terms { ttl_ms: 200 + rng.below(1800) as i64, tolerance_ms: 20 + rng.below(500) as i64 };
+        let terms = Terms {
+            ttl_ms: 200 + rng.below(1800) as i64,
+            tolerance_ms: 20 + rng.below(500) as i64,
+        };
         let n = 2 + rng.below(5) as usize;
         let instances = (0..n)
             .map(|i| Instance {
@@ -93,7 +100,17 @@ impl Sim {
                 live: None,
             })
             .collect();
-        Sim { rng, layout, store, store_clock, bits, terms, instances, issued: HashMap::new(), log: Vec::new() }
+        Sim {
+            rng,
+            layout,
+            store,
+            store_clock,
+            bits,
+            terms,
+            instances,
+            issued: HashMap::new(),
+            log: Vec::new(),
+        }
     }
 
     fn start(&mut self, i: usize) {
@@ -117,8 +134,7 @@ impl Sim {
                     l.ceiling,
                     inst.clock.now_ms()
                 ));
-                let generator =
-                    Generator::new("", self.layout, window, clock, Duration::ZERO);
+                let generator = Generator::new("", self.layout, window, clock, Duration::ZERO);
                 inst.live = Some(Live { keeper, generator });
             }
             Err(e) => self.log.push(format!("{i} start failed: {}", e.kind())),
@@ -157,7 +173,10 @@ impl Sim {
                 if let Some(live) = self.instances[i].live.take() {
                     let last = live.generator.close();
                     let r = live.keeper.release(last);
-                    self.log.push(format!("{i} closed (last {last:?}): {:?}", r.map_err(|e| e.kind())));
+                    self.log.push(format!(
+                        "{i} closed (last {last:?}): {:?}",
+                        r.map_err(|e| e.kind())
+                    ));
                 }
             }
             79..=84 => {
@@ -187,7 +206,9 @@ impl Sim {
 
     fn issue(&mut self, i: usize, step: usize) -> Result<(), String> {
         let want = 1 + self.rng.below(64);
-        let Some(live) = &self.instances[i].live else { return Ok(()) };
+        let Some(live) = &self.instances[i].live else {
+            return Ok(());
+        };
         for _ in 0..want {
             match live.generator.try_next() {
                 Ok(TryNext::Ready(id)) => {
@@ -214,7 +235,10 @@ fn run_seed(seed: u64, steps: usize) -> Result<usize, String> {
     for step in 0..steps {
         if let Err(e) = sim.step(step) {
             let tail: Vec<_> = sim.log.iter().rev().take(25).rev().cloned().collect();
-            return Err(format!("seed {seed}: {e}\nlast events:\n  {}", tail.join("\n  ")));
+            return Err(format!(
+                "seed {seed}: {e}\nlast events:\n  {}",
+                tail.join("\n  ")
+            ));
         }
     }
     Ok(sim.issued.len())
@@ -229,7 +253,10 @@ fn no_id_is_ever_issued_twice_across_seeds() {
         println!("seed {seed}: {n} ids, no duplicate");
         return;
     }
-    let seeds: u64 = std::env::var("COSID_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3000);
+    let seeds: u64 = std::env::var("COSID_SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3000);
     let mut total = 0;
     for seed in 0..seeds {
         total += run_seed(seed, steps).unwrap_or_else(|e| {
@@ -238,7 +265,10 @@ fn no_id_is_ever_issued_twice_across_seeds() {
     }
     println!("{seeds} seeds, {total} ids, no duplicate");
     // The simulation must actually exercise issuing, not just faults.
-    assert!(total > seeds as usize * 50, "only {total} ids over {seeds} seeds");
+    assert!(
+        total > seeds as usize * 50,
+        "only {total} ids over {seeds} seeds"
+    );
 }
 
 #[test]

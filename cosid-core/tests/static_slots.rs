@@ -10,7 +10,9 @@ use std::time::Duration;
 const T0: i64 = 1_800_000_000_000;
 
 fn config(state: &Path, not_before: Option<&str>) -> Config {
-    let nb = not_before.map(|t| format!("      not-before: {t}\n")).unwrap_or_default();
+    let nb = not_before
+        .map(|t| format!("      not-before: {t}\n"))
+        .unwrap_or_default();
     Config::from_yaml(&format!(
         "cosid:\n  max-wait: 1s\n  machine:\n    static:\n      slot: 7\n      state-file: {}\n      ahead: 10s\n{nb}",
         state.display()
@@ -23,7 +25,8 @@ fn start(clock: &std::sync::Arc<ManualClock>, cfg: Config) -> cosid_core::Result
 }
 
 fn unit_start(rt: &Runtime, id: u64) -> i64 {
-    rt.layout().unit_start_ms(rt.layout().decompose(id).unwrap().timestamp)
+    rt.layout()
+        .unit_start_ms(rt.layout().decompose(id).unwrap().timestamp)
 }
 
 #[test]
@@ -32,12 +35,18 @@ fn the_first_ceiling_is_written_before_the_first_id() {
     let state = dir.path().join("state");
     let clock = ManualClock::shared(T0);
     let rt = start(&clock, config(&state, None)).unwrap();
-    assert_eq!(cosid_core::static_slot::read_state(&state).unwrap(), Some(T0 + 10_000));
+    assert_eq!(
+        cosid_core::static_slot::read_state(&state).unwrap(),
+        Some(T0 + 10_000)
+    );
     let id = rt.next().unwrap();
     assert_eq!(rt.layout().decompose(id).unwrap().slot, 7);
     rt.close().unwrap();
     // A clean close writes the exact last issued timestamp.
-    assert_eq!(cosid_core::static_slot::read_state(&state).unwrap(), Some(unit_start(&rt, id)));
+    assert_eq!(
+        cosid_core::static_slot::read_state(&state).unwrap(),
+        Some(unit_start(&rt, id))
+    );
 }
 
 #[test]
@@ -75,13 +84,19 @@ fn the_background_writer_moves_the_ceiling_before_it_is_reached() {
         clock.advance(Duration::from_secs(1));
         // The keeper thread polls at least every 200 ms; give it time to write.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while rt.binding().ceiling - clock.now_ms() < 5_000 && std::time::Instant::now() < deadline {
+        while rt.binding().ceiling - clock.now_ms() < 5_000 && std::time::Instant::now() < deadline
+        {
             std::thread::sleep(Duration::from_millis(5));
         }
         rt.next().unwrap();
     }
-    let on_disk = cosid_core::static_slot::read_state(&state).unwrap().unwrap();
-    assert!(on_disk >= rt.binding().ceiling, "the window never runs ahead of the file");
+    let on_disk = cosid_core::static_slot::read_state(&state)
+        .unwrap()
+        .unwrap();
+    assert!(
+        on_disk >= rt.binding().ceiling,
+        "the window never runs ahead of the file"
+    );
     assert!(rt.stats().renewals > 0);
     rt.close().unwrap();
 }
@@ -91,14 +106,22 @@ fn a_corrupt_or_truncated_file_is_an_error_not_a_floor_of_zero() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let clock = ManualClock::shared(T0);
-    for bad in ["", "cosid-state 1 1800000000000", "garbage\n", "cosid-state 1 1800000000000 0000000000000000\n"] {
+    for bad in [
+        "",
+        "cosid-state 1 1800000000000",
+        "garbage\n",
+        "cosid-state 1 1800000000000 0000000000000000\n",
+    ] {
         std::fs::write(&state, bad).unwrap();
         let e = start(&clock, config(&state, None)).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::StateFile, "{bad:?}: {e}");
         assert!(e.message().contains(&state.display().to_string()), "{e}");
     }
     std::fs::write(&state, [0xff, 0xfe, 0x00]).unwrap();
-    assert_eq!(start(&clock, config(&state, None)).unwrap_err().kind(), ErrorKind::StateFile);
+    assert_eq!(
+        start(&clock, config(&state, None)).unwrap_err().kind(),
+        ErrorKind::StateFile
+    );
 }
 
 #[test]
@@ -124,10 +147,14 @@ fn a_missing_file_starts_at_not_before_or_now() {
 
 #[test]
 fn a_slot_outside_the_layout_is_refused() {
-    let e = Config::from_yaml("cosid:\n  snowflake: {preset: safe-js-millis}\n  machine: {static: {slot: 8}}")
-        .unwrap_err();
+    let e = Config::from_yaml(
+        "cosid:\n  snowflake: {preset: safe-js-millis}\n  machine: {static: {slot: 8}}",
+    )
+    .unwrap_err();
     assert!(e.message().contains("cosid.machine.static.slot 8"), "{e}");
-    let ok = Config::from_yaml("cosid:\n  snowflake: {preset: safe-js-millis}\n  machine: {static: {slot: 7}}")
-        .unwrap();
+    let ok = Config::from_yaml(
+        "cosid:\n  snowflake: {preset: safe-js-millis}\n  machine: {static: {slot: 7}}",
+    )
+    .unwrap();
     assert!(matches!(ok.machine, Machine::Static(_)));
 }
