@@ -61,6 +61,12 @@ pub struct Window {
     floor: AtomicI64,
     ceiling: AtomicI64,
     status: AtomicU8,
+    /// Under loom only: held by the writer for the whole write, so that a reader that finds a
+    /// write in progress blocks on it instead of spinning. Loom cannot explore two readers
+    /// spinning at once (each yield lets it switch freely between them, an unbounded path);
+    /// the seqlock's loads, fences and retries are still modelled as they are.
+    #[cfg(loom)]
+    writing: loom::sync::Mutex<()>,
 }
 
 impl Default for Window {
@@ -78,6 +84,8 @@ impl Window {
             floor: AtomicI64::new(i64::MAX),
             ceiling: AtomicI64::new(i64::MIN),
             status: AtomicU8::new(WindowStatus::Unbound as u8),
+            #[cfg(loom)]
+            writing: loom::sync::Mutex::new(()),
         }
     }
 
@@ -109,7 +117,7 @@ impl Window {
                     };
                 }
             }
-            spin();
+            self.wait_for_writer();
         }
     }
 
@@ -136,6 +144,8 @@ impl Window {
     }
 
     fn write(&self, f: impl FnOnce(&Self)) {
+        #[cfg(loom)]
+        let _writing = self.writing.lock().unwrap();
         let s = self.seq.load(Ordering::Relaxed);
         debug_assert!(s & 1 == 0, "two writers on one window");
         self.seq.store(s + 1, Ordering::Relaxed);
@@ -145,12 +155,15 @@ impl Window {
     }
 }
 
-#[inline]
-fn spin() {
-    #[cfg(loom)]
-    loom::thread::yield_now();
-    #[cfg(not(loom))]
-    std::hint::spin_loop();
+impl Window {
+    /// A read saw a write in progress: wait a moment before retrying.
+    #[inline]
+    fn wait_for_writer(&self) {
+        #[cfg(loom)]
+        drop(self.writing.lock().unwrap());
+        #[cfg(not(loom))]
+        std::hint::spin_loop();
+    }
 }
 
 #[cfg(all(test, not(loom)))]
