@@ -26,8 +26,10 @@ export declare class Generator {
  * A running id source: a slot (leased from the store, or static), its keeper, and its
  * generators. Make one with `await Runtime.create(config)`; end it with `await rt.close()`.
  *
- * Ids are unique across every process of the namespace. `next()` and the other synchronous
- * methods never wait on the store; the `...Async` methods wait off the event loop.
+ * Ids of one generator are unique across every process and thread of the namespace, and
+ * strictly increase within one binding of the slot. `next()` and the other synchronous methods
+ * never wait on the store; the `...Async` methods wait off the event loop. Each worker thread
+ * creates its own runtime (each holds its own slot).
  */
 export declare class Runtime {
   /**
@@ -60,7 +62,8 @@ export declare class Runtime {
   parse(id: bigint): IdInfo
   /**
    * The generator called `name` (created on first use), sharing this runtime's slot. Each
-   * name is its own id space. `''` is the default generator.
+   * name is its own id space. `''` is the default generator. Keep the returned object: each
+   * call makes a new one (for the same generator).
    */
   generator(name: string): Generator
   /** The runtime's counters. */

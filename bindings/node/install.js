@@ -2,8 +2,9 @@
 // `npm install` step: nothing to do when the package ships the addon prebuilt for this platform
 // (a packed tarball does); otherwise build it from source with cargo. Building needs the cosid
 // repository around this folder (the crate path-depends on cosid-core) and a Rust toolchain.
+// `node install.js --force` rebuilds even when an addon is there.
 const { existsSync, copyFileSync, renameSync } = require('node:fs')
-const { join } = require('node:path')
+const { join, dirname } = require('node:path')
 const { spawnSync } = require('node:child_process')
 const { binaryName } = require('./platform.js')
 
@@ -30,6 +31,24 @@ if (!existsSync(manifest) || !existsSync(workspace) || !existsSync(join(__dirnam
 const cargo = process.env.CARGO || 'cargo'
 if (spawnSync(cargo, ['--version'], { stdio: 'ignore' }).status !== 0) {
   fail(`building the addon from source needs cargo, and '${cargo}' did not run; install Rust (rustup) and retry`)
+}
+
+// In a development checkout (npm ci in this folder) @napi-rs/cli is installed: build with it,
+// which also regenerates index.d.ts. A consumer's install has no dev dependencies: plain cargo.
+let cliPackage
+try {
+  cliPackage = require.resolve('@napi-rs/cli/package.json', { paths: [__dirname] })
+} catch {
+  cliPackage = null
+}
+if (cliPackage) {
+  const bin = join(dirname(cliPackage), require(cliPackage).bin.napi)
+  const args = [bin, 'build', '--platform', '--release', '--strip', '--no-js']
+  console.error(`cosid: building the native addon from source (napi ${args.slice(1).join(' ')})...`)
+  const build = spawnSync(process.execPath, args, { cwd: __dirname, stdio: 'inherit' })
+  if (build.status !== 0) fail(`napi build failed (exit status ${build.status})`)
+  if (!existsSync(target)) fail(`napi build wrote no ${target}`)
+  process.exit(0)
 }
 
 console.error(`cosid: building the native addon from source (cargo build --release -p cosid-node)...`)

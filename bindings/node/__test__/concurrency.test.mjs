@@ -96,3 +96,29 @@ test('the event loop keeps running while Runtime.create waits for a slot', async
   assert.ok(ticks >= 5, `the 20 ms timer fired ${ticks} times during a 2 s creation`)
   await holder.close()
 })
+
+test('a runtime left behind by an exiting worker thread releases its slot', async () => {
+  const db = join(tempDir(), 'slots.db')
+  // One slot; the next runtime waits up to 20 s for it (the lease itself would last 30 s).
+  const config = sqliteConfig(db, { namespace: 'abandoned', bits: 0, lease: { 'acquire-timeout': '20s' } })
+  const first = await new Promise((resolve, reject) => {
+    const w = new Worker(fixture('abandon.mjs'), { workerData: { packageDir, config: JSON.stringify(config) } })
+    let id
+    w.once('message', (m) => (id = m))
+    w.once('error', reject)
+    w.once('exit', (code) => (code === 0 ? resolve(id) : reject(new Error(`worker exited with ${code}`))))
+  })
+  assert.equal(typeof first, 'bigint')
+  const rt = await Runtime.create(config)
+  assert.ok(rt.next() > first, 'the slot was handed over with its last timestamp as the new floor')
+  await rt.close()
+})
+
+test('a runtime collected without close() releases its slot, off the event loop', async () => {
+  const db = join(tempDir(), 'slots.db')
+  const config = JSON.stringify(sqliteConfig(db, { namespace: 'collected', bits: 0, lease: { 'acquire-timeout': '20s' } }))
+  const r = await runNode(['--expose-gc', fixture('abandon.mjs'), packageDir, config])
+  assert.equal(r.code, 0, r.stderr)
+  const { first, second } = JSON.parse(r.stdout)
+  assert.ok(BigInt(second) > BigInt(first))
+})

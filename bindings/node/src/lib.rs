@@ -95,8 +95,10 @@ pub struct IdLayout {
 /// A running id source: a slot (leased from the store, or static), its keeper, and its
 /// generators. Make one with `await Runtime.create(config)`; end it with `await rt.close()`.
 ///
-/// Ids are unique across every process of the namespace. `next()` and the other synchronous
-/// methods never wait on the store; the `...Async` methods wait off the event loop.
+/// Ids of one generator are unique across every process and thread of the namespace, and
+/// strictly increase within one binding of the slot. `next()` and the other synchronous methods
+/// never wait on the store; the `...Async` methods wait off the event loop. Each worker thread
+/// creates its own runtime (each holds its own slot).
 #[napi]
 pub struct Runtime {
     /// `None` only while being dropped.
@@ -244,7 +246,8 @@ impl Runtime {
     }
 
     /// The generator called `name` (created on first use), sharing this runtime's slot. Each
-    /// name is its own id space. `''` is the default generator.
+    /// name is its own id space. `''` is the default generator. Keep the returned object: each
+    /// call makes a new one (for the same generator).
     #[napi(ts_args_type = "name: string", ts_return_type = "Generator")]
     pub fn generator(&self, env: Env, name: Unknown) -> napi::Result<Raw> {
         let env = env.raw();
