@@ -1,0 +1,46 @@
+//! The fuzz targets' checks (`fuzz/src/lib.rs`) driven by proptest, so the plain test command
+//! runs them on every change; `cargo +nightly fuzz run …` (docs/fuzzing.md) drives the same
+//! checks with libFuzzer's coverage guidance.
+
+#[path = "../../fuzz/src/lib.rs"]
+mod checks;
+
+use proptest::prelude::*;
+
+/// A selector byte (which layout) followed by text.
+fn with_layout(text: impl Strategy<Value = String>) -> impl Strategy<Value = Vec<u8>> {
+    (any::<u8>(), text).prop_map(|(sel, t)| {
+        let mut v = vec![sel];
+        v.extend_from_slice(t.as_bytes());
+        v
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    #[test]
+    fn parse_id_on_arbitrary_bytes(data in prop::collection::vec(any::<u8>(), 0..48)) {
+        checks::parse_id(&data);
+    }
+
+    #[test]
+    fn parse_id_on_id_like_text(data in with_layout(
+        "(0x)?[0-9a-fA-Z]{0,22}|[12][0-9]{16}-[0-9]{1,5}-[0-9]{1,8}|[0-9a-zA-Z]{11}"
+    )) {
+        checks::parse_id(&data);
+    }
+
+    #[test]
+    fn parse_time_on_arbitrary_bytes(data in prop::collection::vec(any::<u8>(), 0..40)) {
+        checks::parse_time(&data);
+    }
+
+    #[test]
+    fn parse_time_on_time_like_text(text in
+        "[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{0,9})?(Z|z|[+-][0-9]{2}:[0-9]{2})?\
+         |[0-9]{0,21}(ms|s|m|h|d)?"
+    ) {
+        checks::parse_time(text.as_bytes());
+    }
+}
