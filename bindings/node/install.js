@@ -43,7 +43,7 @@ try {
 }
 if (cliPackage) {
   const bin = join(dirname(cliPackage), require(cliPackage).bin.napi)
-  const args = [bin, 'build', '--platform', '--release', '--strip', '--no-js']
+  const args = [bin, 'build', '--platform', '--release', '--no-js']
   console.error(`cosid: building the native addon from source (napi ${args.slice(1).join(' ')})...`)
   const build = spawnSync(process.execPath, args, { cwd: __dirname, stdio: 'inherit' })
   if (build.status !== 0) fail(`napi build failed (exit status ${build.status})`)

@@ -1,7 +1,7 @@
 // The Node benchmark: cosid's next() beside crypto.randomUUID(), uuid v7(), @sapphire/snowflake,
 // nodejs-snowflake and the floor (an empty native call), all in one run.
 //
-//   cd bindings/node && npm ci && npx napi build --platform --release --strip --no-js
+//   cd bindings/node && npm ci && npx napi build --platform --release --no-js
 //   node bench/bench.mjs            # COSID_BENCH_QUICK=1 for a short smoke run
 //
 // Per-call cases: the best and the median of BURSTS bursts of CALLS back-to-back calls (after a
