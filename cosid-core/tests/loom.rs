@@ -8,7 +8,8 @@
 //!
 //! (add `CARGO_TARGET_DIR=target/loom` to keep the loom build from invalidating the normal one).
 //! The preemption bound is 2 (1 for the rebinding variant, whose window writes multiply the
-//! values each relaxed load may return); `LOOM_MAX_PREEMPTIONS=N` sets it for every variant.
+//! values each relaxed load may return), about 20 s in all; `COSID_LOOM_PREEMPTIONS=N` sets it
+//! for every variant (`LOOM_MAX_PREEMPTIONS` is ignored: see `model`).
 //!
 //! Every atomic of `Generator` and `Window` goes through `cosid-core/src/sync.rs`, which is
 //! loom's under `--cfg loom`, so loom explores every interleaving (and every value a relaxed load
@@ -45,20 +46,27 @@ struct Granted {
     ceiling: i64,
 }
 
-/// Runs `f` under loom with at most `preemptions` preemptions per execution (or
-/// `LOOM_MAX_PREEMPTIONS`), and checks that loom really explored more than one execution.
+/// Runs `f` under loom with at most `preemptions` preemptions per execution, and checks that
+/// loom really explored more than one execution.
+///
+/// The bound is this test's, whatever `LOOM_MAX_PREEMPTIONS` says (the test command may set
+/// it for every loom model); `COSID_LOOM_PREEMPTIONS=N` raises every variant to `N` for a
+/// deeper, much slower run.
 fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    static EXECUTIONS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let executions = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(preemptions);
-    }
-    let before = EXECUTIONS.load(std::sync::atomic::Ordering::Relaxed);
+    b.preemption_bound = Some(
+        std::env::var("COSID_LOOM_PREEMPTIONS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(preemptions),
+    );
+    let counter = executions.clone();
     b.check(move || {
-        EXECUTIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         f()
     });
-    let n = EXECUTIONS.load(std::sync::atomic::Ordering::Relaxed) - before;
+    let n = executions.load(std::sync::atomic::Ordering::Relaxed);
     println!(
         "loom explored {n} executions (preemption bound {:?})",
         b.preemption_bound
