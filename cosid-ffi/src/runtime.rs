@@ -429,6 +429,40 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn an_unreachable_store_is_a_clear_error() {
+        let mut rt = ptr::null_mut();
+        let cfg = CString::new(
+            "cosid:\n  machine:\n    lease:\n      store: redis://127.0.0.1:1\n      acquire-timeout: 200ms\n",
+        )
+        .unwrap();
+        let s = cosid_runtime_new(cfg.as_ptr(), &mut rt);
+        assert!(rt.is_null());
+        if cfg!(feature = "redis") {
+            assert!(
+                matches!(
+                    s,
+                    cosid_status::COSID_ERR_STORE | cosid_status::COSID_ERR_TIMEOUT
+                ),
+                "{s:?}: {}",
+                last_error()
+            );
+            assert!(last_error().contains("127.0.0.1:1"), "{}", last_error());
+        } else {
+            assert_eq!(s, cosid_status::COSID_ERR_CONFIG);
+            assert!(last_error().contains("'redis' feature"), "{}", last_error());
+        }
+        let cfg = CString::new(
+            "cosid:\n  machine:\n    lease:\n      store: sqlite:///dev/null/cosid/slots.db\n      acquire-timeout: 200ms\n",
+        )
+        .unwrap();
+        assert_eq!(
+            cosid_runtime_new(cfg.as_ptr(), &mut rt),
+            cosid_status::COSID_ERR_STORE
+        );
+        assert!(last_error().contains("/dev/null/cosid/slots.db"));
+    }
+
+    #[test]
     fn shared_between_threads() {
         let rt = memory_runtime("ffi-rt3");
         let addr = rt as usize;
