@@ -47,3 +47,40 @@ network_faults!(
 fn password_url(url: &str) -> String {
     network::with_user(url, "postgres")
 }
+
+/// `sslmode` from the URL is honoured (rustls): `verify-full` and `verify-ca` with the server's
+/// CA, `require`, and plain `disable`/`prefer` all work against a server that offers TLS;
+/// `verify-full` against the system's roots (which do not hold the test CA) is refused with a
+/// `Store` error naming the store, which shows the certificate is really checked.
+#[test]
+fn sslmode_is_honoured_with_rustls() {
+    use conformance::{acquire, client, unique_namespace, LONG};
+    use cosid_core::lease::Owner;
+
+    let server = Server::postgres_tls();
+    let ca = server.tls_ca().expect("a TLS server").display().to_string();
+    let base = format!("postgres://postgres@127.0.0.1:{}/postgres", server.port());
+    for query in [
+        format!("sslmode=verify-full&sslrootcert={ca}"),
+        format!("sslmode=verify-ca&sslrootcert={ca}"),
+        "sslmode=require".to_string(),
+        "sslmode=prefer".to_string(),
+        "sslmode=disable".to_string(),
+    ] {
+        let store = open(&format!("{base}?{query}"), Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("{query}: {e}"));
+        let c = client(&store, &unique_namespace("tls"), 2, LONG);
+        let got = acquire(&c, &Owner::new("tls"));
+        assert!(c.release(&got.lease, None).unwrap(), "{query}");
+    }
+    let store = open(
+        &format!("{base}?sslmode=verify-full"),
+        Duration::from_secs(10),
+    )
+    .expect("opening does not connect");
+    let e = store
+        .snapshot("tls")
+        .expect_err("the test CA is not among the system's roots");
+    assert_eq!(e.kind(), cosid_core::ErrorKind::Store, "{e}");
+    assert!(e.message().contains(&store.describe()), "{e}");
+}

@@ -69,6 +69,8 @@ pub struct Server {
     dir: PathBuf,
     /// The uid/gid to run PostgreSQL as (when we are root).
     run_as: Option<(u32, u32)>,
+    /// The CA that signed the server's certificate, when it serves TLS.
+    tls_ca: Option<PathBuf>,
     child: Mutex<Option<Child>>,
 }
 
@@ -83,12 +85,23 @@ impl Server {
         Server::new(Kind::Postgres)
     }
 
+    /// A new PostgreSQL cluster that also serves TLS (`ssl = on`) with a certificate for
+    /// `127.0.0.1` and `localhost` signed by a throwaway CA ([`Server::tls_ca`]). Needs the
+    /// `openssl` command (Debian `openssl`).
+    pub fn postgres_tls() -> Server {
+        Server::with_tls(Kind::Postgres, true)
+    }
+
     /// A new single-member etcd cluster.
     pub fn etcd() -> Server {
         Server::new(Kind::Etcd)
     }
 
     fn new(kind: Kind) -> Server {
+        Server::with_tls(kind, false)
+    }
+
+    fn with_tls(kind: Kind, tls: bool) -> Server {
         // Panics naming the Debian package when the server is not installed.
         binary(kind);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
@@ -115,15 +128,19 @@ impl Server {
             None
         };
         register(id, None, &dir);
-        let server = Server {
+        let mut server = Server {
             kind,
             id,
             port: free_port(),
             peer_port: if kind == Kind::Etcd { free_port() } else { 0 },
             dir,
             run_as,
+            tls_ca: None,
             child: Mutex::new(None),
         };
+        if tls {
+            server.tls_ca = Some(make_certificates(&server.dir, server.run_as));
+        }
         server.init_data();
         server.start();
         server
@@ -146,6 +163,11 @@ impl Server {
             Kind::Postgres => format!("postgres://postgres@127.0.0.1:{}/postgres", self.port),
             Kind::Etcd => format!("etcd://127.0.0.1:{}", self.port),
         }
+    }
+
+    /// The PEM file of the CA that signed the server's certificate ([`Server::postgres_tls`]).
+    pub fn tls_ca(&self) -> Option<&Path> {
+        self.tls_ca.as_deref()
     }
 
     /// Whether the server process is running.
@@ -335,6 +357,17 @@ impl Server {
                     .arg("-c")
                     .arg(format!("unix_socket_directories={}", self.dir.display()))
                     .args(["-c", "max_connections=300"]);
+                if self.tls_ca.is_some() {
+                    let tls = self.dir.join("tls");
+                    cmd.args(["-c", "ssl=on"])
+                        .arg("-c")
+                        .arg(format!(
+                            "ssl_cert_file={}",
+                            tls.join("server.crt").display()
+                        ))
+                        .arg("-c")
+                        .arg(format!("ssl_key_file={}", tls.join("server.key").display()));
+                }
                 self.as_postgres_user(&mut cmd);
                 cmd
             }
@@ -512,6 +545,92 @@ fn spawn_tied(mut cmd: Command) -> std::io::Result<Child> {
     tx.send((cmd, reply_tx))
         .expect("cosid-testkit: spawner thread gone");
     reply_rx.recv().expect("cosid-testkit: spawner thread gone")
+}
+
+/// A throwaway CA and a server certificate for 127.0.0.1 and localhost signed by it, in
+/// `dir/tls`; the key readable only by the server's user. Returns the CA's PEM file.
+fn make_certificates(dir: &Path, owner: Option<(u32, u32)>) -> PathBuf {
+    let tls = dir.join("tls");
+    std::fs::create_dir_all(&tls).expect("cosid-testkit: tls dir");
+    let openssl = on_path("openssl").unwrap_or_else(|| {
+        panic!(
+            "cosid-testkit: `openssl` is not on PATH (needed to make a test certificate); \
+             install the Debian package `openssl`"
+        )
+    });
+    std::fs::write(
+        tls.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+    )
+    .expect("cosid-testkit: tls ext");
+    let run = |args: &[&str]| {
+        let out = Command::new(&openssl)
+            .args(args)
+            .current_dir(&tls)
+            .stdin(Stdio::null())
+            .output()
+            .expect("cosid-testkit: run openssl");
+        assert!(
+            out.status.success(),
+            "cosid-testkit: openssl {args:?} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=cosid-testkit-ca",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    ]);
+    use std::os::unix::fs::PermissionsExt;
+    let key = tls.join("server.key");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+        .expect("cosid-testkit: key mode");
+    if let Some(ids) = owner {
+        chown(&tls, ids);
+        for f in ["server.key", "server.crt"] {
+            chown(&tls.join(f), ids);
+        }
+    }
+    tls.join("ca.pem")
 }
 
 fn free_port() -> u16 {

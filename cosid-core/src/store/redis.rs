@@ -237,13 +237,20 @@ impl RedisStore {
     }
 
     fn malformed(&self, what: &str, value: &Value) -> Error {
-        self.io.error(
-            what,
-            &format!("unexpected reply from the server: {value:?}"),
-        )
+        let mut shown = format!("{value:?}");
+        if shown.len() > 200 {
+            let cut = (0..=200)
+                .rev()
+                .find(|i| shown.is_char_boundary(*i))
+                .unwrap_or(0);
+            shown.truncate(cut);
+            shown.push('…');
+        }
+        self.io
+            .error(what, &format!("unexpected reply from the server: {shown}"))
     }
 
-    /// `VERSION|JSON` into its parts.
+    /// `VERSION|RECORD` into its parts.
     fn split_versioned<'v>(&self, raw: &'v [u8], place: &str) -> Result<(u64, &'v [u8])> {
         let bar = raw.iter().position(|b| *b == b'|');
         let version = bar
@@ -274,8 +281,8 @@ impl RedisStore {
             Some(f) => self.place(&format!("{}[{f}]", keys.slots)),
             None => self.place(&keys.slots),
         };
-        let (version, json) = self.split_versioned(raw, &place)?;
-        let value = codec::decode_slot(json, &place)?;
+        let (version, line) = self.split_versioned(raw, &place)?;
+        let value = codec::decode_slot(line, &place)?;
         if let Some(f) = field {
             if f != value.slot.to_string() {
                 return Err(Error::store(format!(
@@ -335,9 +342,9 @@ impl SlotStore for RedisStore {
             Value::Nil => None,
             Value::BulkString(raw) => {
                 let place = self.place(&k.ns);
-                let (version, json) = self.split_versioned(raw, &place)?;
+                let (version, line) = self.split_versioned(raw, &place)?;
                 Some(Versioned {
-                    value: codec::decode_namespace(json, &place)?,
+                    value: codec::decode_namespace(line, &place)?,
                     version,
                 })
             }

@@ -1,0 +1,406 @@
+//! Store latency on loopback: acquire, renew and release per store (criterion's figures, then
+//! a table of median and p99 from plain samples), the round trips each operation costs, the
+//! physical floor (one bare round trip with the same client library, measured in the same run),
+//! and the time for 1024 runtimes to all hold a slot.
+//!
+//! Servers are the throwaway ones `cosid-testkit` starts (Redis with an append-only file fsynced
+//! on every write, PostgreSQL with its default `synchronous_commit = on`, a one-member etcd), the
+//! same as the tests'. SQLite (synchronous=FULL) and the in-process store are measured beside
+//! them as the local reference.
+//!
+//! `cargo bench -p cosid-core --features redis,postgres,etcd --bench stores`
+
+use cosid_core::lease::{
+    AcquireRequest, LeaseClient, NamespaceRecord, Owner, Renewal, SlotLease, SlotRecord, Terms,
+    Versioned,
+};
+use cosid_core::store::{self, NamespaceSnapshot, SharedStore, SlotStore};
+use cosid_core::Result;
+use cosid_testkit::Server;
+use criterion::{BenchmarkId, Criterion};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+const TERMS: Terms = Terms {
+    ttl_ms: 3_600_000,
+    tolerance_ms: 1_000,
+};
+
+/// Counts the primitives a protocol operation calls: each is one round trip on a network store.
+#[derive(Debug)]
+struct Counting {
+    inner: SharedStore,
+    calls: AtomicU64,
+}
+
+impl Counting {
+    fn take(&self) -> u64 {
+        self.calls.swap(0, Ordering::Relaxed)
+    }
+}
+
+impl SlotStore for Counting {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.snapshot(namespace)
+    }
+    fn cas_namespace(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &NamespaceRecord,
+    ) -> Result<Option<u64>> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.cas_namespace(namespace, expected, record)
+    }
+    fn read_slot(
+        &self,
+        namespace: &str,
+        slot: u32,
+    ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.read_slot(namespace, slot)
+    }
+    fn cas_slot(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &SlotRecord,
+    ) -> Result<Option<u64>> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.cas_slot(namespace, expected, record)
+    }
+}
+
+/// One store under measurement.
+struct Target {
+    name: &'static str,
+    url: String,
+    counting: Arc<Counting>,
+    /// One bare round trip with the store's own client library, for the floor column.
+    floor: Option<Box<dyn Fn()>>,
+    /// Keeps the server running.
+    _server: Option<Server>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Target {
+    fn new(name: &'static str, url: String, server: Option<Server>) -> Target {
+        let inner = store::open(&url).unwrap_or_else(|e| panic!("open {url}: {e}"));
+        Target {
+            name,
+            url,
+            counting: Arc::new(Counting {
+                inner,
+                calls: AtomicU64::new(0),
+            }),
+            floor: None,
+            _server: server,
+            _dir: None,
+        }
+    }
+
+    fn store(&self) -> SharedStore {
+        self.counting.clone()
+    }
+
+    fn client(&self, ns: &str, bits: u8) -> LeaseClient {
+        LeaseClient::new(self.store(), ns, bits, TERMS).expect("a lease client")
+    }
+}
+
+fn req(owner: Owner) -> AcquireRequest {
+    AcquireRequest {
+        owner,
+        preferred_slot: None,
+        floor_at_least: 0,
+    }
+}
+
+fn unique(what: &str) -> String {
+    format!("bench-{what}-{}", uuid::Uuid::new_v4().simple())
+}
+
+fn renewed(c: &LeaseClient, lease: &SlotLease) -> SlotLease {
+    match c.renew(lease).expect("renew") {
+        Renewal::Renewed(l) => l,
+        Renewal::Lost(r) => panic!("lost: {r:?}"),
+    }
+}
+
+fn targets() -> Vec<Target> {
+    let mut out = Vec::new();
+    out.push(Target::new("memory", "memory:bench".into(), None));
+    let dir = tempfile::tempdir().unwrap();
+    let mut sqlite = Target::new(
+        "sqlite",
+        format!("sqlite://{}", dir.path().join("slots.db").display()),
+        None,
+    );
+    sqlite._dir = Some(dir);
+    out.push(sqlite);
+
+    let redis = Server::redis();
+    let mut t = Target::new("redis", redis.url(), Some(redis));
+    t.floor = Some(redis_ping(&t.url));
+    out.push(t);
+
+    let pg = Server::postgres();
+    let mut t = Target::new("postgres", pg.url(), Some(pg));
+    t.floor = Some(postgres_select_1(&t.url));
+    out.push(t);
+
+    let etcd = Server::etcd();
+    let mut t = Target::new("etcd", etcd.url(), Some(etcd));
+    t.floor = Some(etcd_get(etcd_port(&t.url)));
+    out.push(t);
+    out
+}
+
+fn redis_ping(url: &str) -> Box<dyn Fn()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = redis::Client::open(url).unwrap();
+    let conn = rt
+        .block_on(client.get_multiplexed_async_connection())
+        .unwrap();
+    Box::new(move || {
+        let mut conn = conn.clone();
+        let _: String = rt
+            .block_on(redis::cmd("PING").query_async(&mut conn))
+            .unwrap();
+    })
+}
+
+fn postgres_select_1(url: &str) -> Box<dyn Fn()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (client, stmt) = rt.block_on(async {
+        let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let stmt = client.prepare("SELECT 1").await.unwrap();
+        (client, stmt)
+    });
+    Box::new(move || {
+        rt.block_on(client.query_one(&stmt, &[])).unwrap();
+    })
+}
+
+fn etcd_port(url: &str) -> u16 {
+    url.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+fn etcd_get(port: u16) -> Box<dyn Fn()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = rt
+        .block_on(etcd_client::Client::connect(
+            [format!("http://127.0.0.1:{port}")],
+            None,
+        ))
+        .unwrap();
+    Box::new(move || {
+        let mut c = client.clone();
+        rt.block_on(c.get("cosid-bench-floor", None)).unwrap();
+    })
+}
+
+fn criterion_benches(c: &mut Criterion, targets: &[Target]) {
+    let mut group = c.benchmark_group("stores");
+    group
+        .sample_size(30)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    for t in targets {
+        let lc = t.client(&unique("crit"), 10);
+        group.bench_function(BenchmarkId::new("acquire", t.name), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for i in 0..iters {
+                    let start = Instant::now();
+                    let got = lc.acquire(&req(Owner::new(format!("o{i}")))).unwrap();
+                    total += start.elapsed();
+                    lc.release(&got.lease, None).unwrap();
+                }
+                total
+            })
+        });
+        let held = lc.acquire(&req(Owner::new("renewer"))).unwrap().lease;
+        group.bench_function(BenchmarkId::new("renew", t.name), |b| {
+            b.iter(|| renewed(&lc, &held))
+        });
+        lc.release(&held, None).unwrap();
+        group.bench_function(BenchmarkId::new("release", t.name), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for i in 0..iters {
+                    let got = lc.acquire(&req(Owner::new(format!("r{i}")))).unwrap();
+                    let start = Instant::now();
+                    assert!(lc.release(&got.lease, None).unwrap());
+                    total += start.elapsed();
+                }
+                total
+            })
+        });
+        if let Some(floor) = &t.floor {
+            group.bench_function(BenchmarkId::new("floor-round-trip", t.name), |b| {
+                b.iter(floor)
+            });
+        }
+    }
+    group.finish();
+}
+
+/// Median and p99 of `n` samples of `f`, in µs.
+fn percentiles(n: usize, mut f: impl FnMut() -> Duration) -> (f64, f64) {
+    let mut v: Vec<Duration> = (0..n).map(|_| f()).collect();
+    v.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    (us(v[n / 2]), us(v[(n * 99) / 100]))
+}
+
+/// The time for 1024 runtimes (32 threads with a store handle each, 32 owners in turn on each)
+/// to all hold a slot in a new namespace of 1024 slots.
+fn all_1024_hold_a_slot(url: &str) -> Duration {
+    let ns = unique("1024");
+    let handles: Vec<SharedStore> = (0..32).map(|_| store::open(url).unwrap()).collect();
+    // Every handle connects (and PostgreSQL checks its schema) before the clock starts.
+    for h in &handles {
+        h.read_slot(&ns, 0).unwrap();
+    }
+    let barrier = Arc::new(Barrier::new(33));
+    let threads: Vec<_> = handles
+        .into_iter()
+        .enumerate()
+        .map(|(t, h)| {
+            let (ns, barrier) = (ns.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let c = LeaseClient::new(h, &ns, 10, TERMS).unwrap();
+                barrier.wait();
+                for i in 0..32 {
+                    c.acquire(&req(Owner::new(format!("rt-{t}-{i}")))).unwrap();
+                }
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    for t in threads {
+        t.join().unwrap();
+    }
+    start.elapsed()
+}
+
+fn summary(targets: &[Target]) {
+    const N: usize = 1000;
+    println!();
+    println!("| store | acquire p50 | acquire p99 | renew p50 | renew p99 | release p50 | release p99 | floor p50 | round trips acquire / renew / release | 1024 runtimes hold a slot (median of 3) |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|:---:|---:|");
+    for t in targets {
+        let lc = t.client(&unique("table"), 10);
+        // Round trips: primitives per operation, on a namespace that exists.
+        lc.open_namespace().unwrap();
+        t.counting.take();
+        let a = lc.acquire(&req(Owner::new("count"))).unwrap().lease;
+        let rt_acquire = t.counting.take();
+        let a = renewed(&lc, &a);
+        let rt_renew = t.counting.take();
+        lc.release(&a, None).unwrap();
+        let rt_release = t.counting.take();
+
+        let (acq50, acq99) = percentiles(N, || {
+            let start = Instant::now();
+            let got = lc.acquire(&req(Owner::new("p"))).unwrap();
+            let d = start.elapsed();
+            lc.release(&got.lease, None).unwrap();
+            d
+        });
+        let held = lc.acquire(&req(Owner::new("renewer"))).unwrap().lease;
+        let (ren50, ren99) = percentiles(N, || {
+            let start = Instant::now();
+            renewed(&lc, &held);
+            start.elapsed()
+        });
+        lc.release(&held, None).unwrap();
+        let (rel50, rel99) = percentiles(N, || {
+            let got = lc.acquire(&req(Owner::new("q"))).unwrap();
+            let start = Instant::now();
+            lc.release(&got.lease, None).unwrap();
+            start.elapsed()
+        });
+        let floor = t.floor.as_ref().map_or("-".to_string(), |f| {
+            let (p50, _) = percentiles(N, || {
+                let start = Instant::now();
+                f();
+                start.elapsed()
+            });
+            format!("{p50:.0} µs")
+        });
+        let all = if t.name == "memory" {
+            // Every handle of `memory:` is one store: the same measurement, in-process.
+            all_1024_hold_a_slot(&t.url)
+        } else {
+            let mut runs: Vec<Duration> = (0..3).map(|_| all_1024_hold_a_slot(&t.url)).collect();
+            runs.sort();
+            runs[1]
+        };
+        println!(
+            "| {} | {acq50:.0} µs | {acq99:.0} µs | {ren50:.0} µs | {ren99:.0} µs | {rel50:.0} µs | {rel99:.0} µs | {floor} | {rt_acquire} / {rt_renew} / {rt_release} | {:.0} ms |",
+            t.name,
+            all.as_secs_f64() * 1e3
+        );
+    }
+    if let Some(t) = targets.iter().find(|t| t.name == "redis") {
+        // The server's own count: one EVALSHA per primitive.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let calls = |rt: &tokio::runtime::Runtime| -> u64 {
+            rt.block_on(async {
+                let c = redis::Client::open(t.url.as_str()).unwrap();
+                let mut conn = c.get_multiplexed_async_connection().await.unwrap();
+                let info: String = redis::cmd("INFO")
+                    .arg("commandstats")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                info.lines()
+                    .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+                    .and_then(|rest| rest.split(',').next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0)
+            })
+        };
+        let lc = t.client(&unique("evalsha"), 10);
+        lc.open_namespace().unwrap();
+        let before = calls(&rt);
+        let a = lc.acquire(&req(Owner::new("s"))).unwrap().lease;
+        let a = renewed(&lc, &a);
+        lc.release(&a, None).unwrap();
+        println!(
+            "\nredis-server counted {} EVALSHA for one acquire + renew + release",
+            calls(&rt) - before
+        );
+    }
+}
+
+fn main() {
+    let targets = targets();
+    let mut c = Criterion::default().configure_from_args();
+    criterion_benches(&mut c, &targets);
+    summary(&targets);
+    c.final_summary();
+}
