@@ -130,7 +130,7 @@ export interface RuntimeEvent {
    * `slot_acquired`, `slot_lost`, `duplicate_owner_key`, `clock_skew`, `renewal_failed`,
    * `store_reset`, `acquire_failed` or `slot_released`.
    */
-  type: string
+  type: 'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released'
   /** A readable one-line description. */
   message: string
   /** The slot concerned (all but `clock_skew` and `acquire_failed`). */

@@ -30,7 +30,10 @@ pub(crate) const NAMES: [&str; 9] = [
 pub struct RuntimeEvent {
     /// `slot_acquired`, `slot_lost`, `duplicate_owner_key`, `clock_skew`, `renewal_failed`,
     /// `store_reset`, `acquire_failed` or `slot_released`.
-    #[napi(js_name = "type")]
+    #[napi(
+        js_name = "type",
+        ts_type = "'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released'"
+    )]
     pub kind: String,
     /// A readable one-line description.
     pub message: String,
