@@ -1,7 +1,8 @@
 // The API: creating a runtime every way, the id methods, generators, stats, events, close.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { cosid, tempDir, memoryConfig, sqliteConfig, expectError, packageDir } from './helpers.mjs'
 
@@ -201,4 +202,11 @@ test('index.d.ts declares exactly what index.js exports', () => {
   const dts = readFileSync(join(packageDir, 'index.d.ts'), 'utf8')
   const declared = [...dts.matchAll(/^export declare (?:class|function) (\w+)/gm)].map((m) => m[1]).sort()
   assert.deepEqual(Object.keys(cosid).sort(), declared)
+})
+
+test('without a built addon, index.js says what is missing and how to build it', () => {
+  const dir = tempDir()
+  for (const f of ['index.js', 'platform.js']) copyFileSync(join(packageDir, f), join(dir, f))
+  const require = createRequire(join(dir, 'index.js'))
+  assert.throws(() => require(dir), (e) => /native addon .*cosid\..*\.node is missing/.test(e.message) && /cargo/.test(e.message))
 })
