@@ -536,8 +536,10 @@ cosid_status cosid_runtime_close(struct cosid_runtime *rt);
  * return `COSID_ERR_CLOSED`; free them too.
  *
  * Do not call it while another thread still uses `rt`. Calling it from inside this runtime's
- * event callback is allowed: the shutdown then finishes on a background thread after the
- * callback returns, and the callback is not called again.
+ * event callback is allowed, and the callback is not called again: for an event on the keeper's
+ * thread the shutdown finishes on a background thread after the callback returns; for the final
+ * `COSID_EVENT_SLOT_RELEASED` delivered inside `cosid_runtime_close`, the handle is freed when
+ * that close returns.
  */
 void cosid_runtime_free(struct cosid_runtime *rt);
 

@@ -379,7 +379,7 @@ mod tests {
     static RESULT: Mutex<Vec<(cosid_status, String)>> = Mutex::new(Vec::new());
 
     #[test]
-    fn closing_from_the_callback_is_refused_and_free_from_it_completes() {
+    fn closing_from_the_callback_is_refused() {
         let rt = memory_runtime("ffi-ev3");
         assert_eq!(
             cosid_runtime_set_event_callback(rt, Some(close_own_runtime), rt.cast()),
@@ -392,6 +392,30 @@ mod tests {
         assert_eq!(got[0].0, cosid_status::COSID_ERR_INVALID_ARGUMENT);
         assert!(got[0].1.contains("own event callback"), "{}", got[0].1);
         cosid_runtime_free(rt);
+    }
+
+    unsafe extern "C" fn free_on_release(event: *const cosid_event, user_data: *mut c_void) {
+        // SAFETY: a valid event during the call.
+        if unsafe { (*event).kind } == cosid_event_kind::COSID_EVENT_SLOT_RELEASED {
+            cosid_runtime_free(user_data as *mut cosid_runtime);
+        }
+    }
+
+    #[test]
+    fn freeing_from_the_callback_during_close_is_deferred_to_the_close() {
+        // Hold the store so the release can be checked after the runtime is gone.
+        let store = cosid_core::store::open("memory:ffi-ev4").unwrap();
+        let rt = memory_runtime("ffi-ev4");
+        let mut id = 0;
+        assert_eq!(crate::cosid_next(rt, &mut id), cosid_status::COSID_OK);
+        assert_eq!(
+            cosid_runtime_set_event_callback(rt, Some(free_on_release), rt.cast()),
+            cosid_status::COSID_OK
+        );
+        // The callback frees `rt` inside this close; close frees it when it is done with it.
+        assert_eq!(cosid_runtime_close(rt), cosid_status::COSID_OK);
+        let snap = store.snapshot("ffi").unwrap();
+        assert!(snap.slots.slots.iter().all(|r| r.value.owner.is_none()));
     }
 
     #[test]

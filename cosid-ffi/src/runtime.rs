@@ -4,7 +4,9 @@ use crate::boundary::{c_str, check_ptr, guard, guard_void, handle, out_slice, wr
 use crate::events::EventSlot;
 use crate::status::{cosid_status, fail};
 use cosid_core::{Generator, Reservation, Result, Runtime, TryNext};
+use std::cell::Cell;
 use std::os::raw::c_char;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// A running id source: one slot (leased from the configured store, or static), one keeper
@@ -23,6 +25,14 @@ pub struct cosid_runtime {
     magic: u64,
     pub(crate) rt: Runtime,
     pub(crate) events: Arc<EventSlot>,
+    /// Set when the event callback freed the runtime while `cosid_runtime_close` on this thread
+    /// was still running on it: close frees it once it is done with it.
+    free_after_close: AtomicBool,
+}
+
+thread_local! {
+    /// The runtime whose `cosid_runtime_close` runs on this thread (0: none).
+    static CLOSING: Cell<usize> = const { Cell::new(0) };
 }
 
 impl Handle for cosid_runtime {
@@ -101,6 +111,7 @@ pub extern "C" fn cosid_runtime_new(
             magic: cosid_runtime::MAGIC,
             rt,
             events: Arc::default(),
+            free_after_close: AtomicBool::new(false),
         });
         write_out(out, Box::into_raw(handle));
         Ok(())
@@ -222,7 +233,17 @@ pub extern "C" fn cosid_runtime_close(rt: *mut cosid_runtime) -> cosid_status {
     guard(F, || {
         let h = handle(F, "rt", rt.cast_const())?;
         h.events.refuse_inside_callback(F)?;
-        h.rt.close().map_err(|e| fail(F, &e))
+        let previous = CLOSING.with(|c| c.replace(rt as usize));
+        let result = h.rt.close();
+        CLOSING.with(|c| c.set(previous));
+        if h.free_after_close.load(Ordering::Acquire) {
+            // The callback freed the runtime during this close (on the final release event):
+            // free it now that nothing here uses it any more.
+            // SAFETY: a live handle made by `Box::into_raw`; its free was handed to us, and `h`
+            // is not used after this.
+            drop(unsafe { Box::from_raw(rt) });
+        }
+        result.map_err(|e| fail(F, &e))
     })
 }
 
@@ -233,8 +254,10 @@ pub extern "C" fn cosid_runtime_close(rt: *mut cosid_runtime) -> cosid_status {
 /// return `COSID_ERR_CLOSED`; free them too.
 ///
 /// Do not call it while another thread still uses `rt`. Calling it from inside this runtime's
-/// event callback is allowed: the shutdown then finishes on a background thread after the
-/// callback returns, and the callback is not called again.
+/// event callback is allowed, and the callback is not called again: for an event on the keeper's
+/// thread the shutdown finishes on a background thread after the callback returns; for the final
+/// `COSID_EVENT_SLOT_RELEASED` delivered inside `cosid_runtime_close`, the handle is freed when
+/// that close returns.
 #[no_mangle]
 pub extern "C" fn cosid_runtime_free(rt: *mut cosid_runtime) {
     const F: &str = "cosid_runtime_free";
@@ -242,8 +265,15 @@ pub extern "C" fn cosid_runtime_free(rt: *mut cosid_runtime) {
         if rt.is_null() {
             return;
         }
-        if handle(F, "rt", rt.cast_const()).is_err() {
+        let Ok(h) = handle(F, "rt", rt.cast_const()) else {
             // Not a live runtime: freeing it would corrupt memory. Leave it (the detail says why).
+            return;
+        };
+        if h.events.is_inside_callback() && CLOSING.with(|c| c.get()) == rt as usize {
+            // The final release event of a close on this thread: the close is still running on
+            // this handle, so it frees the handle when it returns.
+            h.events.disable();
+            h.free_after_close.store(true, Ordering::Release);
             return;
         }
         // SAFETY: `rt` is a live handle made by `Box::into_raw` in `cosid_runtime_new`; the

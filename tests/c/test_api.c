@@ -418,6 +418,11 @@ static void never_called(const cosid_event *e, void *user_data) {
   *(int *)user_data += 1;
 }
 
+/* Frees its own runtime from the final release event, which close delivers on its thread. */
+static void free_on_release(const cosid_event *e, void *user_data) {
+  if (e->kind == COSID_EVENT_SLOT_RELEASED) cosid_runtime_free((cosid_runtime *)user_data);
+}
+
 static void test_events(void) {
   CHECK(strcmp(cosid_event_kind_name(COSID_EVENT_SLOT_ACQUIRED), "slot_acquired") == 0);
   CHECK(strcmp(cosid_event_kind_name(COSID_EVENT_SLOT_LOST), "slot_lost") == 0);
@@ -445,6 +450,12 @@ static void test_events(void) {
   pthread_mutex_unlock(&s.lock);
   CHECK(count == 0);
   cosid_runtime_free(rt);
+
+  /* Freeing the runtime from its own callback, during close, is safe: close frees it when done
+   * (AddressSanitizer and valgrind would see a use after free). */
+  rt = new_runtime("events3");
+  OK(cosid_runtime_set_event_callback(rt, free_on_release, rt));
+  OK(cosid_runtime_close(rt)); /* rt is gone after this */
 
   /* A removed callback is not called, even by the release in free. */
   rt = new_runtime("events2");
