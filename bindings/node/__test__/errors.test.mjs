@@ -2,7 +2,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, spawnSync } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { cosid, tempDir, memoryConfig, sqliteConfig, expectError } from './helpers.mjs'
 
@@ -115,10 +115,17 @@ test(
     }
     assert.equal(error.code, 'COSID_ERR_WINDOW_CLOSED', error.message)
     assert.match(error.message, /ceiling/)
-    // Waits (off the loop) until the lock is gone and the keeper renewed.
-    const pending = rt.nextAsync()
+    // Waits (off the loop) until the lock is gone and the keeper renewed. Many waiting calls
+    // queue behind one waiting thread, not a thread each.
+    const threads = () => Number(/^Threads:\s+(\d+)/m.exec(readFileSync('/proc/self/status', 'utf8'))[1])
+    const before = threads()
+    const pending = Array.from({ length: 500 }, (_, i) => (i % 10 ? rt.nextAsync() : rt.nextBatchAsync(10)))
+    const during = threads()
+    assert.ok(during - before <= 5, `500 waiting calls started ${during - before} threads`)
     assert.equal(await exited, 0)
-    assert.equal(typeof (await pending), 'bigint')
+    const all = new Set()
+    for (const r of await Promise.all(pending)) for (const id of typeof r === 'bigint' ? [r] : r) all.add(id)
+    assert.equal(all.size, 450 + 50 * 10, 'every waiting call got its own ids')
     await rt.close()
   },
 )

@@ -39,7 +39,7 @@ pub(crate) fn code(kind: ErrorKind) -> &'static str {
 }
 
 /// Why a call failed, before it becomes a JavaScript value.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Failure {
     /// An `Error` with `code`.
     Coded { code: &'static str, message: String },

@@ -132,9 +132,7 @@ fn make_runtime(
     rt: cosid_core::Runtime,
     listeners: Arc<Listeners>,
 ) -> Res<sys::napi_value> {
-    let ctx = Arc::new(GenCtx {
-        gen: rt.default_generator().clone(),
-    });
+    let ctx = GenCtx::new(rt.default_generator().clone());
     let js = Runtime {
         core: Some(rt),
         ctx: ctx.clone(),
@@ -146,7 +144,7 @@ fn make_runtime(
 }
 
 fn make_generator(env: sys::napi_env, gen: Arc<cosid_core::Generator>) -> Res<sys::napi_value> {
-    let ctx = Arc::new(GenCtx { gen });
+    let ctx = GenCtx::new(gen);
     let js = Generator { ctx: ctx.clone() };
     let obj = js.into_instance(&Env::from_raw(env))?.value;
     ops::install_methods(env, obj, &ctx)?;

@@ -26,9 +26,19 @@ pub(crate) const MAX_BATCH: usize = 65_536;
 /// The largest `nextBatchAsync(n)` (32 MiB of ids).
 pub(crate) const MAX_ASYNC_BATCH: usize = 1 << 22;
 
-/// What an id method works on: one generator.
+/// What an id method works on: one generator, and the queue of its waiting async calls.
 pub(crate) struct GenCtx {
     pub(crate) gen: Arc<Generator>,
+    waiter: Arc<offload::Waiter>,
+}
+
+impl GenCtx {
+    pub(crate) fn new(gen: Arc<Generator>) -> Arc<Self> {
+        Arc::new(GenCtx {
+            gen,
+            waiter: Arc::default(),
+        })
+    }
 }
 
 /// One id, or why it would have to wait.
@@ -235,7 +245,7 @@ fn fresh_ids(env: sys::napi_env, gen: &Generator, n: usize) -> Res<sys::napi_val
 }
 
 /// A `BigUint64Array` holding a copy of `ids`.
-fn copy_ids(env: sys::napi_env, ids: &[u64]) -> Res<sys::napi_value> {
+pub(crate) fn copy_ids(env: sys::napi_env, ids: &[u64]) -> Res<sys::napi_value> {
     let mut bytes: *mut c_void = ptr::null_mut();
     let mut buffer = ptr::null_mut();
     check!(
@@ -334,14 +344,10 @@ pub(crate) fn parse(env: sys::napi_env, g: &GenCtx, id: sys::napi_value) -> Res<
 }
 
 pub(crate) fn next_async(env: sys::napi_env, g: &GenCtx) -> Res<sys::napi_value> {
-    let attempt = attempt(&g.gen);
-    match attempt {
+    match attempt(&g.gen) {
         Ok(Ok(id)) => raw::resolved(env, bigint(env, id)?),
         Err(f) => raw::rejected(env, f),
-        Ok(Err(_)) => {
-            let gen = g.gen.clone();
-            offload::promise(env, "next", move || Ok(gen.next()?), bigint)
-        }
+        Ok(Err(_)) => g.waiter.next(env, &g.gen),
     }
 }
 
@@ -350,27 +356,16 @@ pub(crate) fn next_batch_async(
     g: &GenCtx,
     n: sys::napi_value,
 ) -> Res<sys::napi_value> {
-    let n = match read_count(
+    match read_count(
         env,
         n,
         "nextBatchAsync(n)",
         MAX_ASYNC_BATCH,
         "; call it again for more",
     ) {
-        Ok(n) => n,
-        Err(f) => return raw::rejected(env, f),
-    };
-    let gen = g.gen.clone();
-    offload::promise(
-        env,
-        "batch",
-        move || {
-            let mut ids = vec![0u64; n];
-            gen.next_batch(&mut ids)?;
-            Ok(ids)
-        },
-        |env, ids| copy_ids(env, &ids),
-    )
+        Ok(n) => g.waiter.batch(env, &g.gen, n),
+        Err(f) => raw::rejected(env, f),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
