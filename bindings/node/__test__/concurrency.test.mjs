@@ -27,7 +27,7 @@ function runNode(args, limitMs = 60_000) {
   })
 }
 
-test('4 worker threads, each with its own Runtime on one SQLite store, issue no duplicate', async () => {
+test('4 worker threads, each with its own Runtime on one SQLite store, issue no duplicate', { timeout: 180_000 }, async () => {
   const db = join(tempDir(), 'slots.db')
   const config = sqliteConfig(db, { namespace: 'workers' })
   const count = 20_000
@@ -52,7 +52,7 @@ test('4 worker threads, each with its own Runtime on one SQLite store, issue no 
   assert.equal(all.size, 4 * count, 'no id was issued twice')
 })
 
-test('4 processes on one SQLite store issue no duplicate', async () => {
+test('4 processes on one SQLite store issue no duplicate', { timeout: 180_000 }, async () => {
   const db = join(tempDir(), 'slots.db')
   const config = JSON.stringify(sqliteConfig(db, { namespace: 'procs' }))
   const count = 20_000
@@ -67,7 +67,7 @@ test('4 processes on one SQLite store issue no duplicate', async () => {
   assert.equal(all.size, 4 * (count + 1000), 'no id was issued twice')
 })
 
-test('the process exits on its own after close()', async () => {
+test('the process exits on its own after close()', { timeout: 180_000 }, async () => {
   const db = join(tempDir(), 'slots.db')
   const config = JSON.stringify(sqliteConfig(db, { namespace: 'exit' }))
   // A generous bound: a process kept alive by a handle is killed and the test fails.
@@ -77,7 +77,7 @@ test('the process exits on its own after close()', async () => {
   assert.equal(r.stdout.trim(), 'closed')
 })
 
-test('the event loop keeps running while Runtime.create waits for a slot', async () => {
+test('the event loop keeps running while Runtime.create waits for a slot', { timeout: 180_000 }, async () => {
   const db = join(tempDir(), 'slots.db')
   const holder = await Runtime.create(sqliteConfig(db, { namespace: 'busy', bits: 0 }))
   let ticks = 0
@@ -97,7 +97,7 @@ test('the event loop keeps running while Runtime.create waits for a slot', async
   await holder.close()
 })
 
-test('a runtime left behind by an exiting worker thread releases its slot', async () => {
+test('a runtime left behind by an exiting worker thread releases its slot', { timeout: 180_000 }, async () => {
   const db = join(tempDir(), 'slots.db')
   // One slot; the next runtime waits up to 20 s for it (the lease itself would last 30 s).
   const config = sqliteConfig(db, { namespace: 'abandoned', bits: 0, lease: { 'acquire-timeout': '20s' } })
@@ -114,7 +114,7 @@ test('a runtime left behind by an exiting worker thread releases its slot', asyn
   await rt.close()
 })
 
-test('a runtime collected without close() releases its slot, off the event loop', async () => {
+test('a runtime collected without close() releases its slot, off the event loop', { timeout: 180_000 }, async () => {
   const db = join(tempDir(), 'slots.db')
   const config = JSON.stringify(sqliteConfig(db, { namespace: 'collected', bits: 0, lease: { 'acquire-timeout': '20s' } }))
   const r = await runNode(['--expose-gc', fixture('abandon.mjs'), packageDir, config])
