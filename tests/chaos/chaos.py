@@ -604,6 +604,10 @@ def aggregate(rows: list[Row]) -> list[Row]:
 def write_report(args, rows: list[Row], mode: str, elapsed: float, cmdline: str, extra: list[str]) -> str:
     passed = sum(r.ok for r in rows)
     failed = len(rows) - passed
+    import scenarios
+    order = {sc.name: n for n, sc in enumerate(scenarios.REGISTRY)}
+    store_order = {s: n for n, s in enumerate(STORES + ["static", "all"])}
+    rows = sorted(rows, key=lambda r: (order.get(r.scenario, 999), store_order.get(r.store, 99)))
     table = render_rows(rows if mode == "short" else aggregate(rows))
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     total_ids = sum(r.ids for r in rows)
@@ -673,7 +677,10 @@ def main() -> int:
     run = Run(args)
     if any(sc.name == "store-clock-jump" and st == "redis" for sc, st in plan):
         servers.CLOCKSHIM = servers.build_clockshim(run.work)
-    cmdline = "python3 tests/chaos/chaos.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    # scripts/test-chaos names itself (the command a reader reruns); paths relative to the repo.
+    cmdline = os.environ.get("CHAOS_COMMAND") or (
+        "python3 tests/chaos/chaos.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
+    cmdline = cmdline.replace(str(ROOT) + "/", "")
     say(f"chaos: {len(plan)} scenario runs per round, work dir {run.work}")
     t0 = time.monotonic()
     deadline = t0 + args.minutes * 60 if args.minutes else None
