@@ -27,10 +27,21 @@ pub type SharedClock = Arc<dyn Clock>;
 /// Wall time from the operating system (`CLOCK_REALTIME`), in ms since the Unix epoch.
 #[inline]
 pub fn system_now_ms() -> i64 {
-    match SystemTime::now().duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_millis() as i64,
-        Err(e) => -(e.duration().as_millis() as i64),
+    // clock_gettime directly: a quarter of the instructions of SystemTime -> Duration -> ms,
+    // and this is on every id's path. Times before 1970 round down (toward the past).
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec; CLOCK_REALTIME always exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    if rc != 0 {
+        return match SystemTime::now().duration_since(UNIX_EPOCH) {
+            Ok(d) => d.as_millis() as i64,
+            Err(e) => -(e.duration().as_millis() as i64),
+        };
     }
+    ts.tv_sec as i64 * 1000 + ts.tv_nsec as i64 / 1_000_000
 }
 
 /// The operating system's clock.
@@ -175,6 +186,11 @@ mod tests {
     #[test]
     fn system_clock_is_near_system_time() {
         let a = SystemClock.now_ms();
+        let b = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        assert!((b - a).abs() < 1_000, "clock_gettime {a} vs SystemTime {b}");
         assert!(a > 1_700_000_000_000);
         let m1 = SystemClock.monotonic();
         SystemClock.sleep(Duration::from_millis(1));

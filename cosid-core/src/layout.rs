@@ -143,6 +143,17 @@ impl Layout {
                 self.sequence_bits
             )));
         }
+        // The layout's end, in ms, must fit an i64 (54+ bits of seconds would overflow).
+        let end =
+            ((self.max_timestamp() as i128) + 1) * self.unit.ms() as i128 + self.epoch_ms as i128;
+        if end > i64::MAX as i128 {
+            return Err(Error::config(format!(
+                "{} counts {} timestamp bits of {}, past any representable time; use fewer timestamp bits",
+                describe(),
+                self.timestamp_bits,
+                self.unit.name()
+            )));
+        }
         if total > 63 {
             return Err(Error::config(format!(
                 "{} uses {total} bits; a layout has at most 63",
@@ -374,6 +385,8 @@ mod tests {
             assert_eq!(e.kind(), ErrorKind::Config);
             assert!(e.message().contains(needle), "{ts}/{node}/{seq}: {e}");
         }
+        let e = Layout::new(COSID_EPOCH_MS, TimeUnit::Seconds, 54, 1, 1, false).unwrap_err();
+        assert!(e.message().contains("past any representable time"), "{e}");
         let future = crate::clock::system_now_ms() + 86_400_000;
         let e = Layout::new(future, TimeUnit::Millis, 41, 10, 12, false).unwrap_err();
         assert!(e.message().contains("in the future"), "{e}");

@@ -51,13 +51,9 @@ fn layout_from(data: &[u8]) -> (Layout, &[u8]) {
     } else {
         cosid_core::TimeUnit::Seconds
     };
-    // Keep to widths whose end fits an i64 of ms: `Layout::new` overflows past 53 bits of
-    // seconds (found by this target; docs/fuzzing.md). Remove this line once it refuses them.
-    let ts = if unit == cosid_core::TimeUnit::Seconds {
-        ts % 54
-    } else {
-        *ts
-    };
+    // 54+ bits of seconds once overflowed `Layout::new` (found by this target); it now refuses
+    // them, so every width is fed in.
+    let ts = *ts;
     let epoch = cosid_core::layout::COSID_EPOCH_MS;
     match Layout::new(epoch, unit, ts, *node, *seq, flags & 2 != 0) {
         Ok(l) => (l, rest),

@@ -32,7 +32,7 @@
 //! it.
 //!
 //! No test asserts on timing, except that a lease with a 1 ms ttl is free after sleeping 50 ms
-//! and one with a 60 s ttl is not.
+//! and one with a 1 h ttl is not.
 
 #![allow(dead_code)]
 
@@ -111,7 +111,7 @@ pub type Open<'a> = &'a dyn Fn() -> SharedStore;
 
 /// Terms with a lease long enough that nothing expires during a test.
 pub const LONG: Terms = Terms {
-    ttl_ms: 60_000,
+    ttl_ms: 3_600_000,
     tolerance_ms: 1_000,
 };
 
