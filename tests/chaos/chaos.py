@@ -106,6 +106,8 @@ class Run:
         self.counter_lock = threading.Lock()
         self.python = find_python(args.python)
         self.py_stores = probe_wheel_stores(self.python) if self.python else set()
+        self.cworker, self.c_why = build_cworker(Path(args.libcosid), self.work)
+        self.c_stores = probe_c_stores(self.cworker) if self.cworker else set()
 
     def pg_template(self):
         with self._pg_lock:
@@ -173,6 +175,40 @@ def probe_wheel_stores(python: str) -> set[str]:
     except subprocess.TimeoutExpired:
         return {"sqlite"}
     return {"sqlite"} | set(r.stdout.split())
+
+
+def build_cworker(libdir: Path, work: Path) -> tuple[str | None, str]:
+    """Compiles tests/chaos/cworker.c against include/cosid.h and libcosid.so in `libdir`."""
+    header = ROOT / "include" / "cosid.h"
+    lib = libdir / "libcosid.so"
+    if not header.exists() or not lib.exists():
+        return None, f"no {lib.relative_to(ROOT) if str(lib).startswith(str(ROOT)) else lib} or include/cosid.h"
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None, "no C compiler"
+    out = work / "cworker"
+    r = subprocess.run([cc, "-O2", "-Wall", "-I", str(header.parent), str(Path(__file__).resolve().parent / "cworker.c"),
+                        "-L", str(libdir), "-lcosid", f"-Wl,-rpath,{libdir}", "-o", str(out)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"chaos: cannot build tests/chaos/cworker.c against {lib}:\n{r.stderr[-2000:]}")
+    return str(out), ""
+
+
+def probe_c_stores(cworker: str) -> set[str]:
+    """Store kinds libcosid was built with: a missing one exits 1 (COSID_ERR_CONFIG), an
+    unreachable one 2 (COSID_ERR_STORE) or another error."""
+    urls = {"redis": "redis://127.0.0.1:1/0", "postgres": "postgres://x@127.0.0.1:1/x", "etcd": "etcd://127.0.0.1:1"}
+    kinds = {"sqlite"}
+    for kind, url in urls.items():
+        try:
+            r = subprocess.run([cworker, "--store", url, "--namespace", "probe", "--owner-key", "probe", "--ttl", "100ms"],
+                               capture_output=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            continue
+        if r.returncode != 1:
+            kinds.add(kind)
+    return kinds
 
 
 class Ctx:
@@ -280,6 +316,19 @@ class Ctx:
               preferred_slot: int | None = None, lang: str = "cli") -> Proc:
         key = key or f"{self.namespace}-{label}"
         env = dict(self.cmd_env, **(env or {}))
+        if lang == "c":
+            if self.run.cworker is None:
+                lang = "cli"
+            elif self.store_kind not in self.run.c_stores:
+                self.event(f"{label}: the cosid CLI instead of the C library, which was built without {self.store_kind}")
+            else:
+                label += "-c"
+                args = ["--store", url or self.url(via_proxy), "--namespace", self.namespace, "--owner-key", key,
+                        "--ttl", TTL, "--tolerance", TOLERANCE, "--rate", str(rate or self.run.args.rate)]
+                p = Proc(self, label, args, key, skew=skew, env=env, program=[self.run.cworker])
+                self.procs.append(p)
+                self.note(f"{label} started (C library)" + (" via proxy" if via_proxy else ""))
+                return p
         if lang == "py":
             if self.run.python is None:
                 lang = "cli"  # the report says the wheel was not there
@@ -651,6 +700,9 @@ def main() -> int:
     ap.add_argument("--python", default=None,
                     help="a Python that imports the cosid wheel (default: target/py-venv-test/bin/python, "
                          "which scripts/test-python makes); without one, Python processes are left out")
+    ap.add_argument("--libcosid", default=str(ROOT / "target/release"),
+                    help="the folder with libcosid.so (default target/release; scripts/test-chaos builds it "
+                         "with every store); without it, C processes are left out")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
 
@@ -758,8 +810,13 @@ def main() -> int:
     else:
         extra.append("Python wheel processes were LEFT OUT: no Python with the cosid wheel was found "
                      "(run scripts/test-python first, or pass --python).")
-    extra.append("The C library and the Node addon were not ready when the harness was written; no process "
-                 "of theirs runs here yet.")
+    if run.cworker:
+        extra.append("C library processes (`tests/chaos/cworker.c`, compiled against include/cosid.h and "
+                     "libcosid.so, labels ending in `-c`) join the same scenarios on the stores the library was "
+                     f"built with ({', '.join(sorted(run.c_stores))}), and print the keeper's events.")
+    else:
+        extra.append(f"C library processes were LEFT OUT: {run.c_why} (scripts/test-chaos builds it).")
+    extra.append("The Node addon was not ready when the harness was written; no Node process runs here yet.")
     body = write_report(args, rows, mode, elapsed, cmdline, extra)
     report = Path(args.report)
     report.parent.mkdir(parents=True, exist_ok=True)

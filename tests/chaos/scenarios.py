@@ -245,7 +245,7 @@ def duplicate_owner_key(ctx):
     ctx.sleep(0.8)
     a_slots = ctx.held_by(key)
     b = ctx.spawn("B", key=key, lang="py")  # the wheel prints the keeper's events
-    ctx.spawn("p2")
+    ctx.spawn("p2", lang="c")
     ctx.spawn("p3")
     ctx.sleep(1.5)
     snap = ctx.slots() or []
@@ -296,8 +296,9 @@ def store_killed(ctx):
 @scenario("store-restarted-empty", NET, procs_note="4",
           why="the store lost every record; each runtime re-acquires with a floor above every ceiling it was granted")
 def store_empty(ctx):
-    ps = ctx.spawn_many(3)
-    ps.append(ctx.spawn("p3", lang="py"))  # the wheel prints the keeper's events
+    ps = ctx.spawn_many(2)
+    ps.append(ctx.spawn("p2", lang="c"))   # the C library and the wheel print the keeper's events
+    ps.append(ctx.spawn("p3", lang="py"))
     ctx.sleep(1.5)
     before = ctx.slots() or []
     ctx.server.restart_empty()
@@ -315,11 +316,11 @@ def store_empty(ctx):
         for p in ps:
             ctx.check(issued_after(p, back) > 0, f"{p.label} did not resume after the store came back empty")
         ctx.event(f"re-acquired {len([r for r in after_snap if r.get('holder')])} slots, highest old ceiling {top}")
-        py = ps[-1]
-        if py.label.endswith("-py"):
-            ev = [e for e in ("store_reset", "slot_lost") if f"event: {e}" in py.stderr()]
-            ctx.check(bool(ev), "the Python process raised neither store_reset nor slot_lost after the wipe")
-            ctx.event(f"{py.label} events: {', '.join(ev)}")
+        for p in ps[2:]:
+            if p.label.endswith(("-py", "-c")):
+                ev = [e for e in ("store_reset", "slot_lost") if f"event: {e}" in p.stderr()]
+                ctx.check(bool(ev), f"{p.label} raised neither store_reset nor slot_lost after the wipe")
+                ctx.event(f"{p.label} events: {', '.join(ev)}")
     ctx.after_checks.append(after)
 
 
@@ -331,7 +332,7 @@ def store_empty(ctx):
           why="proxy reset every connection and refused new ones 3.5s, then black-holed 3s; a direct process took an expired slot meanwhile")
 def network_cut(ctx):
     ctx.with_proxy()
-    ps = [ctx.spawn(f"p{i}", via_proxy=True, lang="py" if i == 2 else "cli") for i in range(3)]
+    ps = [ctx.spawn(f"p{i}", via_proxy=True, lang=["cli", "c", "py"][i]) for i in range(3)]
     ctx.sleep(1.5)
     held0 = ctx.held_by(ps[0].key)
     ctx.proxy.cut()
@@ -470,7 +471,8 @@ def static_corrupt(ctx):
 
 
 def eight_processes(ctx):
-    ps = ctx.spawn_many(7, gap=0.1)
+    ps = ctx.spawn_many(6, gap=0.1)
+    ps.append(ctx.spawn("p6", lang="c"))
     ps.append(ctx.spawn("p7", lang="py"))
     ctx.sleep(1.5)
     paused, killed = ps[2], ps[5]
@@ -496,9 +498,9 @@ def eight_processes(ctx):
     ctx.after_checks.append(after)
 
 
-scenario("issue3-8-processes", ["sqlite"], procs_note="8 (one from the Python wheel when built) + 1 restart",
+scenario("issue3-8-processes", ["sqlite"], procs_note="8 (one from the C library, one from the Python wheel, when built) + 1 restart",
          why="p2 paused 3.5s past its ttl then resumed; p5 SIGKILLed and restarted")(eight_processes)
-scenario("issue4-8-processes", ["redis", "postgres"], procs_note="8 (one from the Python wheel when built) + 1 restart",
+scenario("issue4-8-processes", ["redis", "postgres"], procs_note="8 (one from the C library, one from the Python wheel, when built) + 1 restart",
          why="p2 paused 3.5s past its ttl then resumed; p5 SIGKILLed and restarted")(eight_processes)
 
 
