@@ -328,6 +328,9 @@ impl Runtime {
     /// name is its own id space: ids are unique per name across the namespace. `""` is the
     /// default generator.
     pub fn generator(&self, name: &str) -> Result<Arc<Generator>> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::new(ErrorKind::Closed, "the runtime is closed"));
+        }
         if name.is_empty() {
             return Ok(self.inner.default_generator.clone());
         }
@@ -433,6 +436,22 @@ impl Runtime {
     /// the slot is released with the largest last timestamp. A second call returns `Closed`.
     /// In a forked child it closes the generators and leaves the parent's lease alone.
     pub fn close(&self) -> Result<()> {
+        let on_keeper_thread = self
+            .inner
+            .thread
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|t| t.thread().id() == std::thread::current().id());
+        if on_keeper_thread {
+            // Listeners run on the keeper thread, inside the keeper's step: closing from there
+            // would wait for itself.
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "close() was called from an event listener (the keeper's thread); call it from \
+                 another thread",
+            ));
+        }
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Err(Error::new(
                 ErrorKind::Closed,
@@ -535,6 +554,9 @@ mod tests {
             a.lease().unwrap().slot
         );
         assert!(Arc::ptr_eq(&orders, &a.generator("orders").unwrap()));
+        let c = Runtime::new(memory_config("rt2")).unwrap();
+        c.close().unwrap();
+        assert_eq!(c.generator("").unwrap_err().kind(), ErrorKind::Closed);
         assert_eq!(
             a.generator("bad\nname").unwrap_err().kind(),
             ErrorKind::InvalidArgument
@@ -613,6 +635,49 @@ mod tests {
         );
         let p = rt.layout().decompose(rt.next().unwrap()).unwrap();
         assert_eq!(p.slot, new.slot);
+        rt.close().unwrap();
+    }
+
+    #[test]
+    fn close_from_a_listener_is_refused_not_a_deadlock() {
+        let clock = ManualClock::shared(1_800_000_000_000);
+        let slot: Arc<Mutex<Option<Runtime>>> = Arc::default();
+        let answer: Arc<Mutex<Option<ErrorKind>>> = Arc::default();
+        let (s2, a2) = (slot.clone(), answer.clone());
+        let rt = Runtime::builder()
+            .config(memory_config("rt4"))
+            .clock(clock.clone())
+            .on_event(move |e| {
+                if e.name() == "renewal_failed" || e.name() == "slot_acquired" {
+                    return;
+                }
+                if let Some(rt) = s2.lock().unwrap().as_ref() {
+                    *a2.lock().unwrap() = rt.close().err().map(|e| e.kind());
+                }
+            })
+            .build()
+            .unwrap();
+        *slot.lock().unwrap() = Some(rt.clone());
+        // Make the keeper raise an event on its own thread: a skewed store clock would need a
+        // store; instead let the lease expire and be noticed as lost by a renewal.
+        let store = crate::store::open("memory:rt4").unwrap();
+        let lease = rt.lease().unwrap();
+        store
+            .cas_slot("rt", None, &crate::lease::SlotRecord::vacant(lease.slot))
+            .ok();
+        let (_, rec) = store.read_slot("rt", lease.slot).unwrap();
+        let mut stolen = rec.unwrap();
+        stolen.value.owner = Some(Owner::new("other"));
+        store
+            .cas_slot("rt", Some(stolen.version), &stolen.value)
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while answer.lock().unwrap().is_none() && std::time::Instant::now() < deadline {
+            clock.advance(Duration::from_secs(1));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(*answer.lock().unwrap(), Some(ErrorKind::InvalidArgument));
+        slot.lock().unwrap().take();
         rt.close().unwrap();
     }
 }
