@@ -41,7 +41,10 @@ pub fn system_now_ms() -> i64 {
             Err(e) => -(e.duration().as_millis() as i64),
         };
     }
-    ts.tv_sec as i64 * 1000 + ts.tv_nsec as i64 / 1_000_000
+    // time_t and c_long are not i64 on every target.
+    #[allow(clippy::unnecessary_cast)]
+    let ms = ts.tv_sec as i64 * 1000 + ts.tv_nsec as i64 / 1_000_000;
+    ms
 }
 
 /// The operating system's clock.
