@@ -108,6 +108,8 @@ class Run:
         self.py_stores = probe_wheel_stores(self.python) if self.python else set()
         self.cworker, self.c_why = build_cworker(Path(args.libcosid), self.work)
         self.c_stores = probe_c_stores(self.cworker) if self.cworker else set()
+        self.node, self.node_why = find_node()
+        self.node_stores = probe_c_stores(self.node) if self.node else set()
 
     def pg_template(self):
         with self._pg_lock:
@@ -195,14 +197,27 @@ def build_cworker(libdir: Path, work: Path) -> tuple[str | None, str]:
     return str(out), ""
 
 
-def probe_c_stores(cworker: str) -> set[str]:
-    """Store kinds libcosid was built with: a missing one exits 1 (COSID_ERR_CONFIG), an
-    unreachable one 2 (COSID_ERR_STORE) or another error."""
+def find_node() -> tuple[list[str] | None, str]:
+    """`node nodeworker.js` when node and the built addon (bindings/node/*.node, made by
+    scripts/test-node) are there."""
+    node = shutil.which("node")
+    addon_dir = ROOT / "bindings" / "node"
+    if node is None:
+        return None, "no node"
+    if not list(addon_dir.glob("*.node")):
+        return None, "the addon is not built (bindings/node/*.node; scripts/test-node builds it)"
+    return [node, str(Path(__file__).resolve().parent / "nodeworker.js")], ""
+
+
+def probe_c_stores(worker) -> set[str]:
+    """Store kinds a worker's library was built with: a missing one exits 1 (COSID_ERR_CONFIG),
+    an unreachable one 2 (COSID_ERR_STORE) or another error."""
+    worker = [worker] if isinstance(worker, str) else list(worker)
     urls = {"redis": "redis://127.0.0.1:1/0", "postgres": "postgres://x@127.0.0.1:1/x", "etcd": "etcd://127.0.0.1:1"}
     kinds = {"sqlite"}
     for kind, url in urls.items():
         try:
-            r = subprocess.run([cworker, "--store", url, "--namespace", "probe", "--owner-key", "probe", "--ttl", "100ms"],
+            r = subprocess.run(worker + ["--store", url, "--namespace", "probe", "--owner-key", "probe", "--ttl", "100ms"],
                                capture_output=True, timeout=60)
         except subprocess.TimeoutExpired:
             continue
@@ -316,6 +331,19 @@ class Ctx:
               preferred_slot: int | None = None, lang: str = "cli") -> Proc:
         key = key or f"{self.namespace}-{label}"
         env = dict(self.cmd_env, **(env or {}))
+        if lang == "node":
+            if self.run.node is None:
+                lang = "cli"
+            elif self.store_kind not in self.run.node_stores:
+                self.event(f"{label}: the cosid CLI instead of the Node addon, which was built without {self.store_kind}")
+            else:
+                label += "-node"
+                args = ["--store", url or self.url(via_proxy), "--namespace", self.namespace, "--owner-key", key,
+                        "--ttl", TTL, "--tolerance", TOLERANCE, "--rate", str(rate or self.run.args.rate)]
+                p = Proc(self, label, args, key, skew=skew, env=env, program=list(self.run.node))
+                self.procs.append(p)
+                self.note(f"{label} started (Node addon)" + (" via proxy" if via_proxy else ""))
+                return p
         if lang == "c":
             if self.run.cworker is None:
                 lang = "cli"
@@ -816,7 +844,12 @@ def main() -> int:
                      f"built with ({', '.join(sorted(run.c_stores))}), and print the keeper's events.")
     else:
         extra.append(f"C library processes were LEFT OUT: {run.c_why} (scripts/test-chaos builds it).")
-    extra.append("The Node addon was not ready when the harness was written; no Node process runs here yet.")
+    if run.node:
+        extra.append("Node addon processes (`tests/chaos/nodeworker.js` on bindings/node, labels ending in `-node`) "
+                     f"join the 8-process and duplicate-owner-key scenarios on the stores the addon was built with "
+                     f"({', '.join(sorted(run.node_stores))}), and print the keeper's events.")
+    else:
+        extra.append(f"Node addon processes were LEFT OUT: {run.node_why}.")
     body = write_report(args, rows, mode, elapsed, cmdline, extra)
     report = Path(args.report)
     report.parent.mkdir(parents=True, exist_ok=True)

@@ -246,7 +246,7 @@ def duplicate_owner_key(ctx):
     a_slots = ctx.held_by(key)
     b = ctx.spawn("B", key=key, lang="py")  # the wheel prints the keeper's events
     ctx.spawn("p2", lang="c")
-    ctx.spawn("p3")
+    ctx.spawn("p3", lang="node")
     ctx.sleep(1.5)
     snap = ctx.slots() or []
     mine = [r for r in snap if r.get("holder") == key and r.get("state") == "held"]
@@ -507,15 +507,16 @@ def static_corrupt(ctx):
 
 
 def eight_processes(ctx):
-    ps = ctx.spawn_many(6, gap=0.1)
+    ps = ctx.spawn_many(5, gap=0.1)
+    ps.append(ctx.spawn("p5", lang="node"))
     ps.append(ctx.spawn("p6", lang="c"))
     ps.append(ctx.spawn("p7", lang="py"))
     ctx.sleep(1.5)
-    paused, killed = ps[2], ps[5]
+    paused, killed = ps[2], ps[4]
     paused.pause()
     ctx.sleep(1.0)
     killed.kill()
-    restarted = ctx.spawn("p5-restart", key=killed.key)
+    restarted = ctx.spawn("p4-restart", key=killed.key)
     ctx.sleep(EXPIRY_S)
     paused.resume()
     woke = now_ms()
@@ -534,10 +535,10 @@ def eight_processes(ctx):
     ctx.after_checks.append(after)
 
 
-scenario("issue3-8-processes", ["sqlite"], procs_note="8 (one from the C library, one from the Python wheel, when built) + 1 restart",
-         why="p2 paused 3.5s past its ttl then resumed; p5 SIGKILLed and restarted")(eight_processes)
-scenario("issue4-8-processes", ["redis", "postgres"], procs_note="8 (one from the C library, one from the Python wheel, when built) + 1 restart",
-         why="p2 paused 3.5s past its ttl then resumed; p5 SIGKILLed and restarted")(eight_processes)
+scenario("issue3-8-processes", ["sqlite"], procs_note="8 (one each from the C library, the Python wheel, the Node addon, when built) + 1 restart",
+         why="p2 paused 3.5s past its ttl then resumed; p4 SIGKILLed and restarted")(eight_processes)
+scenario("issue4-8-processes", ["redis", "postgres"], procs_note="8 (one each from the C library, the Python wheel, the Node addon, when built) + 1 restart",
+         why="p2 paused 3.5s past its ttl then resumed; p4 SIGKILLed and restarted")(eight_processes)
 
 
 # ------------------------------------------------------------------------------------------------
