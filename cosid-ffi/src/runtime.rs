@@ -467,7 +467,12 @@ pub(crate) mod tests {
         .unwrap();
         let s = cosid_runtime_new(cfg.as_ptr(), &mut rt);
         assert!(rt.is_null());
-        if cfg!(feature = "redis") {
+        // Whether cosid-core has its redis store depends on feature unification across the
+        // whole build (cosid-ffi's own `redis` feature, or another crate's), so accept either
+        // honest answer: no such store in this build, or the store is unreachable.
+        if s == cosid_status::COSID_ERR_CONFIG {
+            assert!(last_error().contains("'redis' feature"), "{}", last_error());
+        } else {
             assert!(
                 matches!(
                     s,
@@ -477,9 +482,6 @@ pub(crate) mod tests {
                 last_error()
             );
             assert!(last_error().contains("127.0.0.1:1"), "{}", last_error());
-        } else {
-            assert_eq!(s, cosid_status::COSID_ERR_CONFIG);
-            assert!(last_error().contains("'redis' feature"), "{}", last_error());
         }
         let cfg = CString::new(
             "cosid:\n  machine:\n    lease:\n      store: sqlite:///dev/null/cosid/slots.db\n      acquire-timeout: 200ms\n",
