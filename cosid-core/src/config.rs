@@ -5,6 +5,7 @@
 //! cosid:
 //!   namespace: orders
 //!   max-wait: 3s               # longest a call to next() waits
+//!   fork: new-slot             # or fail: what an inherited runtime does in a fork() child
 //!   snowflake: { epoch: 2019-12-24T16:00:00Z, timestamp-unit: ms, timestamp-bits: 41, node-bits: 10, sequence-bits: 12 }
 //!   machine:
 //!     lease: { store: sqlite:///var/lib/cosid/slots.db, ttl: 30s, tolerance: 1s, bits: 10,
@@ -17,6 +18,7 @@
 //! parsing, so an expansion can never change the document's structure). Unknown keys are refused.
 
 use crate::error::{Error, Result};
+pub use crate::fork::ForkPolicy;
 use crate::layout::{Layout, TimeUnit, COSID_EPOCH_MS};
 use serde_yaml_ng::{Mapping, Value};
 use std::path::{Path, PathBuf};
@@ -33,6 +35,8 @@ pub struct Config {
     pub max_wait: Duration,
     /// Where the slot comes from.
     pub machine: Machine,
+    /// What an inherited runtime does in a `fork()` child (`cosid.fork`).
+    pub fork: ForkPolicy,
 }
 
 /// Where a runtime's slot comes from.
@@ -121,6 +125,7 @@ impl Config {
                 store: format!("sqlite://{}", default_store_path()?.display()),
                 ..LeaseConfig::default()
             }),
+            fork: ForkPolicy::default(),
         })
     }
 
@@ -170,6 +175,19 @@ impl Config {
             Some(v) => duration(v, "cosid.max-wait")?,
             None => DEFAULT_MAX_WAIT,
         };
+        let fork = match k.take("fork") {
+            Some(v) => {
+                let name = scalar_string(v, "cosid.fork")?;
+                ForkPolicy::from_name(&name).ok_or_else(|| {
+                    Error::config(format!(
+                        "cosid.fork '{}' is not a fork policy; use new-slot (a forked child takes \
+                         a slot of its own on first use) or fail (it fails with Forked)",
+                        name.escape_debug()
+                    ))
+                })?
+            }
+            None => ForkPolicy::default(),
+        };
         let layout = match k.take("snowflake") {
             Some(v) => parse_layout(v)?,
             None => Layout::MILLIS,
@@ -194,6 +212,7 @@ impl Config {
             layout,
             max_wait,
             machine,
+            fork,
         })
     }
 }

@@ -1,27 +1,103 @@
-//! Fork detection without a system call on the id path.
+//! `fork()`: a child never issues on its parent's slot, and never blocks on what it inherited.
 //!
-//! A `pthread_atfork` child handler bumps a process-wide generation counter. A runtime records
-//! the generation it was built in; the generator compares it with one relaxed load per id. A
-//! child of a fork therefore sees a different generation and refuses to issue with the
-//! parent's slot (the parent still holds it).
+//! # The rule
+//!
+//! 1. **No id from an inherited binding.** Every window binding records the fork generation of
+//!    the process that made it ([`crate::Window`]); a generator issues only from a binding made in
+//!    its own process. A generator created in the child, before or after the fork, through any
+//!    surface, is held by the same check: the check is on the binding, not on the generator.
+//! 2. **Nothing inherited is used or dropped.** The parent's keeper, its store connections and
+//!    its threads are left untouched in the child (never closed, never joined, never freed):
+//!    closing a SQLite connection in a child can disturb the parent's locks, and joining a
+//!    thread that does not exist in the child fails.
+//! 3. **No lock of ours is held across `fork()`.** The short critical sections a child could
+//!    later need (the generator map, the event listeners, every SQLite call) run inside
+//!    [`gate`]; a `pthread_atfork` prepare handler waits until none is running before the fork
+//!    proceeds. None of them calls user code, so a fork waits at most for one store call of the
+//!    embedded store.
+//!
+//! # The policy
+//!
+//! What an inherited runtime does in the child is [`ForkPolicy`] (`cosid.fork` in the
+//! configuration): by default it takes a new slot on first use, with a new incarnation and the
+//! same configuration, as a connection pool reconnects after a fork.
+//!
+//! Detection costs no system call: a `pthread_atfork` child handler bumps a process-wide
+//! generation counter, and the id path compares it with the binding's in one relaxed load.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Once;
+use std::time::Duration;
 
 static GENERATION: AtomicU64 = AtomicU64::new(0);
 static REGISTER: Once = Once::new();
 
-extern "C" fn in_child_after_fork() {
+/// Threads inside a [`gate`] section right now.
+static INSIDE: AtomicUsize = AtomicUsize::new(0);
+/// Set by the prepare handler while a fork is about to happen: new sections wait.
+static FORKING: AtomicBool = AtomicBool::new(false);
+
+/// What an inherited runtime does in a forked child (`cosid.fork`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ForkPolicy {
+    /// `new-slot` (the default): on its first use in the child the runtime acquires a new slot
+    /// (a new incarnation, the same configuration and store), then issues from it. Generators
+    /// obtained before the fork follow it. Needs a store other processes can reach: a `memory:`
+    /// store, a store injected in code, or a static slot cannot be shared with the child, so
+    /// those refuse as with `fail`.
+    #[default]
+    NewSlot,
+    /// `fail`: every call in the child fails with [`crate::ErrorKind::Forked`]; build a new
+    /// runtime there.
+    Fail,
+}
+
+impl ForkPolicy {
+    /// The configuration's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            ForkPolicy::NewSlot => "new-slot",
+            ForkPolicy::Fail => "fail",
+        }
+    }
+
+    /// Parses the configuration's spelling.
+    pub fn from_name(name: &str) -> Option<ForkPolicy> {
+        match name {
+            "new-slot" => Some(ForkPolicy::NewSlot),
+            "fail" => Some(ForkPolicy::Fail),
+            _ => None,
+        }
+    }
+}
+
+extern "C" fn prepare() {
+    FORKING.store(true, Ordering::SeqCst);
+    // Sections are short and call no user code; a SQLite call is the longest of them.
+    while INSIDE.load(Ordering::SeqCst) != 0 {
+        std::thread::sleep(Duration::from_micros(50));
+    }
+}
+
+extern "C" fn in_parent() {
+    FORKING.store(false, Ordering::SeqCst);
+}
+
+extern "C" fn in_child() {
+    // Only the forking thread exists here, and it is inside no section.
+    INSIDE.store(0, Ordering::SeqCst);
+    FORKING.store(false, Ordering::SeqCst);
     GENERATION.fetch_add(1, Ordering::SeqCst);
 }
 
-/// The current fork generation. The first call registers the `pthread_atfork` handler, so call
+/// The current fork generation. The first call registers the `pthread_atfork` handlers, so call
 /// this when building a runtime, before any fork that must be detected.
 pub fn generation() -> u64 {
     REGISTER.call_once(|| {
-        // SAFETY: registering a handler that only touches an atomic is async-signal-safe.
-        let rc = unsafe { libc::pthread_atfork(None, None, Some(in_child_after_fork)) };
-        // pthread_atfork fails only on ENOMEM; without the handler forks go undetected, so say it.
+        // SAFETY: the handlers only touch atomics and sleep; registering them has no other
+        // effect.
+        let rc = unsafe { libc::pthread_atfork(Some(prepare), Some(in_parent), Some(in_child)) };
+        // pthread_atfork fails only on ENOMEM; without the handlers forks go undetected, so say it.
         if rc != 0 {
             eprintln!("cosid: pthread_atfork failed ({rc}); fork detection is off");
         }
@@ -33,4 +109,51 @@ pub fn generation() -> u64 {
 #[inline]
 pub(crate) fn current() -> u64 {
     GENERATION.load(Ordering::Relaxed)
+}
+
+/// Runs `f` so that no `fork()` happens while it runs: a fork waits until `f` returns, and `f`
+/// waits for a fork in progress to finish. For short sections that take a lock a child may
+/// need; never around user code (a fork from inside would wait for itself).
+pub(crate) fn gate<R>(f: impl FnOnce() -> R) -> R {
+    loop {
+        while FORKING.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        INSIDE.fetch_add(1, Ordering::SeqCst);
+        if !FORKING.load(Ordering::SeqCst) {
+            break;
+        }
+        // A fork started between the check and the increment: let it go first.
+        INSIDE.fetch_sub(1, Ordering::SeqCst);
+    }
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            INSIDE.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    let _leave = Leave;
+    f()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_names_round_trip() {
+        for p in [ForkPolicy::NewSlot, ForkPolicy::Fail] {
+            assert_eq!(ForkPolicy::from_name(p.name()), Some(p));
+        }
+        assert_eq!(ForkPolicy::from_name("relese"), None);
+        assert_eq!(ForkPolicy::default(), ForkPolicy::NewSlot);
+    }
+
+    #[test]
+    fn gate_counts_and_returns() {
+        generation();
+        assert_eq!(gate(|| 7), 7);
+        let r = std::panic::catch_unwind(|| gate(|| panic!("inside")));
+        assert!(r.is_err(), "the panic reaches the caller");
+    }
 }

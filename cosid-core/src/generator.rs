@@ -17,6 +17,11 @@
 //! - **nothing is issued after close**: closing sets `CLOSED` with one `fetch_or`, which fails
 //!   every CAS still in flight and returns the exact last issued timestamp for the release.
 //!
+//! - **nothing is issued on another process's binding**: a forked child sees the parent's
+//!   binding as foreign (`Binding::process`) and either takes a slot of its own through the
+//!   runtime's fork hook, then issues from that, or fails with `Forked`. The state word needs no
+//!   reset: the child's window is a new lease, disjoint from every other holder's.
+//!
 //! A clock that steps back never makes the word go back: the generator keeps issuing at its last
 //! timestamp while sequence numbers remain, then waits. Every wait is bounded by `max_wait`.
 
@@ -113,8 +118,30 @@ pub struct Generator {
     window: Arc<Window>,
     clock: SharedClock,
     max_wait: Duration,
-    fork_generation: u64,
+    /// Who gives this generator a binding of its own in a forked child (the runtime).
+    fork_hook: ForkHook,
     name: String,
+}
+
+/// What a forked child does when a generator finds its binding is the parent's.
+pub(crate) trait AfterFork: Send + Sync {
+    /// Binds the window to a slot of this process, or says why it cannot (then the generator
+    /// fails with that error). Returns only once the window is bound here, or with an error.
+    fn take_own_slot(&self) -> Result<()>;
+}
+
+/// The runtime behind a generator, held weakly (the runtime owns its generators).
+#[derive(Default)]
+struct ForkHook(Option<std::sync::Weak<dyn AfterFork>>);
+
+impl std::fmt::Debug for ForkHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "ForkHook(runtime)"
+        } else {
+            "ForkHook(none)"
+        })
+    }
 }
 
 /// What the id path needs of a [`Layout`], precomputed so that it divides by no runtime value
@@ -189,8 +216,26 @@ impl Generator {
             window,
             clock,
             max_wait,
-            fork_generation: crate::fork::generation(),
+            fork_hook: ForkHook::default(),
             name: name.into(),
+        }
+    }
+
+    /// The runtime that re-binds this generator's window in a forked child (without one, a
+    /// child's generator fails with `Forked`).
+    pub(crate) fn with_fork_hook(mut self, hook: std::sync::Weak<dyn AfterFork>) -> Self {
+        self.fork_hook = ForkHook(Some(hook));
+        self
+    }
+
+    /// The binding is another process's: this is a fork child. Take a slot of this process
+    /// through the runtime, or fail.
+    #[cold]
+    #[inline(never)]
+    fn after_fork(&self) -> Result<()> {
+        match self.fork_hook.0.as_ref().and_then(std::sync::Weak::upgrade) {
+            Some(runtime) => runtime.take_own_slot(),
+            None => Err(forked()),
         }
     }
 
@@ -227,15 +272,22 @@ impl Generator {
     #[inline]
     pub fn try_reserve(&self, want: u32) -> Result<TryNext<Reservation>> {
         debug_assert!(want >= 1);
-        if crate::fork::current() != self.fork_generation {
-            return Err(forked());
-        }
+        let mut took_own_slot = false;
         loop {
             let cur = self.state.load(Ordering::Acquire);
             if cur & CLOSED != 0 {
                 return Err(closed(&self.name));
             }
             let b = self.window.read();
+            if b.process != crate::fork::current() {
+                // A forked child, on the parent's binding: never issue from it.
+                if took_own_slot {
+                    return Err(forked());
+                }
+                self.after_fork()?;
+                took_own_slot = true;
+                continue;
+            }
             match b.status {
                 WindowStatus::Active => {}
                 WindowStatus::Lost => return Err(slot_lost(b.slot)),
@@ -275,6 +327,8 @@ impl Generator {
                 }
             };
             let start = self.fast.unit_start_ms(t);
+            #[cfg(feature = "mutation-switches")]
+            let b = crate::lease::mutation::checked_window(b);
             if start <= b.floor {
                 // Before the floor: the previous holder may have used these timestamps.
                 let first_ok = self.layout.timestamp_at(b.floor).map_or(t + 1, |f| f + 1);

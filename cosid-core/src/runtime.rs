@@ -5,14 +5,18 @@
 //! then the slot is released with the largest of them, then the store is dropped. `close()` does
 //! it explicitly; dropping the last handle does it too.
 //!
-//! Fork: a child of a forked process never issues with the parent's slot. Its generators fail
-//! with `Forked`, and closing or dropping the runtime in the child leaves the parent's lease
-//! alone.
+//! Fork (see `crate::fork` for the rule): the slot, the keeper, its thread and its store
+//! connections belong to one process, the [`Process`] part of the runtime. A forked child never
+//! uses or drops the parent's: under `cosid.fork: new-slot` the first use in the child builds a
+//! `Process` of its own (a new incarnation on a new slot, from the same configuration) and
+//! rebinds the window to it; under `fail`, or where the store cannot be shared with a child,
+//! every call fails with `Forked`. The parent's `Process` is left in the child's memory as it
+//! was, never closed, joined or freed.
 
 use crate::clock::{SharedClock, SystemClock};
-use crate::config::{Config, LeaseConfig, Machine};
+use crate::config::{Config, ForkPolicy, LeaseConfig, Machine};
 use crate::error::{Error, ErrorKind, Result};
-use crate::generator::{Generator, TryNext};
+use crate::generator::{AfterFork, Generator, TryNext};
 use crate::layout::Layout;
 use crate::lease::events::{Counters, EventBus};
 use crate::lease::{
@@ -23,10 +27,10 @@ use crate::store::SharedStore;
 use crate::window::Window;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock, Weak};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Debug)]
 enum Keeper {
@@ -57,20 +61,94 @@ struct Stop {
     wake: Condvar,
 }
 
+/// What belongs to one process: the slot's keeper (with its store connections) and the thread
+/// that steps it. Never used, dropped or joined by another process.
+#[derive(Debug)]
+struct Process {
+    /// The fork generation (`crate::fork`) of the process that built it.
+    generation: u64,
+    keeper: Arc<Keeper>,
+    stop: Arc<Stop>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Process {
+    fn start(keeper: Keeper) -> Result<Process> {
+        let keeper = Arc::new(keeper);
+        let stop = Arc::new(Stop::default());
+        let thread = {
+            let (keeper, stop) = (keeper.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("cosid-keeper".into())
+                .spawn(move || keeper_loop(&keeper, &stop))
+                .map_err(|e| {
+                    Error::new(ErrorKind::Store, "cannot start the keeper thread").with_source(e)
+                })?
+        };
+        Ok(Process {
+            generation: crate::fork::current(),
+            keeper,
+            stop,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    fn is_ours(&self) -> bool {
+        self.generation == crate::fork::current()
+    }
+
+    fn on_keeper_thread(&self) -> bool {
+        self.thread
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|t| t.thread().id() == std::thread::current().id())
+    }
+
+    /// Stops the keeper thread and releases the slot with `last`. Only in the owning process.
+    fn stop_and_release(&self, last: Option<i64>) -> Result<()> {
+        *self
+            .stop
+            .requested
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = true;
+        self.stop.wake.notify_all();
+        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+        self.keeper.release(last)
+    }
+}
+
+/// Where a lease runtime's store came from: only a URL can be opened again in a forked child.
+#[derive(Debug)]
+enum StoreSource {
+    Url,
+    Injected,
+}
+
+/// No process is building its own `Process` right now (see `Inner::take_own_slot`).
+const NOT_RELOCATING: u64 = u64::MAX;
+
 #[derive(Debug)]
 struct Inner {
     config: Config,
     clock: SharedClock,
     window: Arc<Window>,
-    keeper: Arc<Keeper>,
+    /// The current process's part. Replaced only in a forked child (the parent's is leaked
+    /// there, never freed); freed when the runtime drops in the process that built it.
+    process: AtomicPtr<Process>,
+    /// The fork generation whose `Process` is being built (one builder per child).
+    relocating: AtomicU64,
+    store_source: StoreSource,
+    owner_key: Option<String>,
     default_generator: Arc<Generator>,
     generators: RwLock<HashMap<String, Arc<Generator>>>,
     events: Arc<EventBus>,
     counters: Arc<Counters>,
-    stop: Arc<Stop>,
-    thread: Mutex<Option<JoinHandle<()>>>,
     closed: AtomicBool,
-    fork_generation: u64,
 }
 
 /// A running id source: a slot, its keeper, and its generators.
@@ -143,82 +221,99 @@ impl RuntimeBuilder {
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         config.layout.check_epoch(clock.now_ms())?;
         check_slot_fits(&config)?;
-        let fork_generation = crate::fork::generation();
+        // Registers the fork handlers before anything a fork could catch half-done.
+        crate::fork::generation();
         let events = Arc::new(EventBus::default());
         for l in self.listeners {
             events.subscribe(l);
         }
         let counters = Arc::new(Counters::default());
         let window = Arc::new(Window::new());
-        let keeper = match &config.machine {
-            Machine::Lease(lease) => {
-                let store = match self.store {
-                    Some(s) => s,
-                    None => crate::store::open_with_clock(&lease.store, clock.clone())?,
-                };
-                let owner = self.owner.unwrap_or_else(|| Owner::new(owner_key(lease)));
-                let terms = Terms {
-                    ttl_ms: lease.ttl.as_millis() as i64,
-                    tolerance_ms: lease.tolerance.as_millis() as i64,
-                };
-                let client = LeaseClient::new(store, &config.namespace, lease.bits, terms)?;
-                Keeper::Lease(Box::new(LeaseKeeper::start(
-                    client,
-                    window.clone(),
-                    clock.clone(),
-                    KeeperConfig {
-                        ttl: lease.ttl,
-                        acquire_timeout: lease.acquire_timeout,
-                        preferred_slot: lease.preferred_slot,
-                        owner,
-                    },
-                    events.clone(),
-                    counters.clone(),
-                )?))
-            }
-            Machine::Static(s) => Keeper::Static(StaticSlot::start(
-                s.clone(),
-                window.clone(),
-                clock.clone(),
-                events.clone(),
-                counters.clone(),
-            )?),
+        let store_source = if self.store.is_some() {
+            StoreSource::Injected
+        } else {
+            StoreSource::Url
         };
-        let keeper = Arc::new(keeper);
-        let default_generator = Arc::new(Generator::new(
-            "",
-            config.layout,
-            window.clone(),
-            clock.clone(),
-            config.max_wait,
-        ));
-        let stop = Arc::new(Stop::default());
-        let thread = {
-            let (keeper, stop) = (keeper.clone(), stop.clone());
-            std::thread::Builder::new()
-                .name("cosid-keeper".into())
-                .spawn(move || keeper_loop(&keeper, &stop))
-                .map_err(|e| {
-                    Error::new(ErrorKind::Store, "cannot start the keeper thread").with_source(e)
-                })?
-        };
-        Ok(Runtime {
-            inner: Arc::new(Inner {
+        let owner_key = self.owner.as_ref().map(|o| o.key.clone());
+        let keeper = start_keeper(
+            &config, &clock, self.store, self.owner, &window, &events, &counters,
+        )?;
+        let process = Box::new(Process::start(keeper)?);
+        let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
+            let hook: Weak<dyn AfterFork> = weak.clone();
+            Inner {
+                default_generator: Arc::new(
+                    Generator::new(
+                        "",
+                        config.layout,
+                        window.clone(),
+                        clock.clone(),
+                        config.max_wait,
+                    )
+                    .with_fork_hook(hook),
+                ),
                 config,
                 clock,
                 window,
-                keeper,
-                default_generator,
+                process: AtomicPtr::new(Box::into_raw(process)),
+                relocating: AtomicU64::new(NOT_RELOCATING),
+                store_source,
+                owner_key,
                 generators: RwLock::default(),
                 events,
                 counters,
-                stop,
-                thread: Mutex::new(Some(thread)),
                 closed: AtomicBool::new(false),
-                fork_generation,
-            }),
-        })
+            }
+        });
+        Ok(Runtime { inner })
     }
+}
+
+/// Opens the store (unless given), acquires a slot or reads the static slot's state, and binds
+/// `window`: the part of a runtime each process builds for itself.
+fn start_keeper(
+    config: &Config,
+    clock: &SharedClock,
+    store: Option<SharedStore>,
+    owner: Option<Owner>,
+    window: &Arc<Window>,
+    events: &Arc<EventBus>,
+    counters: &Arc<Counters>,
+) -> Result<Keeper> {
+    Ok(match &config.machine {
+        Machine::Lease(lease) => {
+            let store = match store {
+                Some(s) => s,
+                None => crate::store::open_with_clock(&lease.store, clock.clone())?,
+            };
+            let owner = owner.unwrap_or_else(|| Owner::new(owner_key(lease)));
+            let terms = Terms {
+                ttl_ms: lease.ttl.as_millis() as i64,
+                tolerance_ms: lease.tolerance.as_millis() as i64,
+            };
+            let client = LeaseClient::new(store, &config.namespace, lease.bits, terms)?;
+            Keeper::Lease(Box::new(LeaseKeeper::start(
+                client,
+                window.clone(),
+                clock.clone(),
+                KeeperConfig {
+                    ttl: lease.ttl,
+                    acquire_timeout: lease.acquire_timeout,
+                    preferred_slot: lease.preferred_slot,
+                    owner,
+                },
+                events.clone(),
+                counters.clone(),
+            )?))
+        }
+        Machine::Static(s) => Keeper::Static(StaticSlot::start(
+            s.clone(),
+            window.clone(),
+            clock.clone(),
+            events.clone(),
+            counters.clone(),
+        )?),
+    })
 }
 
 /// A slot above the layout's `max_slot` would spill into the timestamp bits of the ids it
@@ -346,36 +441,41 @@ impl Runtime {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(Error::new(ErrorKind::Closed, "the runtime is closed"));
         }
-        if let Some(g) = self
-            .inner
-            .generators
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-        {
-            return Ok(g.clone());
+        // Gated: a fork never copies this map's lock while it is held (see `crate::fork`).
+        let found = crate::fork::gate(|| {
+            self.inner
+                .generators
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(name)
+                .cloned()
+        });
+        if let Some(g) = found {
+            return Ok(g);
         }
-        let mut map = self
-            .inner
-            .generators
-            .write()
-            .unwrap_or_else(|p| p.into_inner());
-        if self.inner.closed.load(Ordering::Acquire) {
-            return Err(Error::new(ErrorKind::Closed, "the runtime is closed"));
-        }
-        let g = map
-            .entry(name.to_string())
-            .or_insert_with(|| {
-                Arc::new(Generator::new(
-                    name,
-                    self.inner.config.layout,
-                    self.inner.window.clone(),
-                    self.inner.clock.clone(),
-                    self.inner.config.max_wait,
-                ))
-            })
-            .clone();
-        Ok(g)
+        // Built outside the lock (it allocates); a racing caller's generator wins.
+        let hook: Weak<dyn AfterFork> = Arc::downgrade(&self.inner) as Weak<Inner>;
+        let fresh = Arc::new(
+            Generator::new(
+                name,
+                self.inner.config.layout,
+                self.inner.window.clone(),
+                self.inner.clock.clone(),
+                self.inner.config.max_wait,
+            )
+            .with_fork_hook(hook),
+        );
+        crate::fork::gate(|| {
+            let mut map = self
+                .inner
+                .generators
+                .write()
+                .unwrap_or_else(|p| p.into_inner());
+            if self.inner.closed.load(Ordering::Acquire) {
+                return Err(Error::new(ErrorKind::Closed, "the runtime is closed"));
+            }
+            Ok(map.entry(name.to_string()).or_insert(fresh).clone())
+        })
     }
 
     /// The id layout.
@@ -389,15 +489,21 @@ impl Runtime {
     }
 
     /// The current lease (lease mode, while bound).
+    ///
+    /// In a forked child this is the child's own lease: under `cosid.fork: new-slot` the first
+    /// call takes it; `None` if the child cannot have one.
     pub fn lease(&self) -> Option<SlotLease> {
-        match &*self.inner.keeper {
+        let process = self.inner.own_process().ok()?;
+        match &*process.keeper {
             Keeper::Lease(k) => k.lease(),
             Keeper::Static(_) => None,
         }
     }
 
-    /// The window as generators see it now.
+    /// The window as generators see it now (in a forked child, after taking its own slot as
+    /// `lease` does).
     pub fn binding(&self) -> crate::window::Binding {
+        let _ = self.inner.own_process();
         self.inner.window.read()
     }
 
@@ -406,22 +512,28 @@ impl Runtime {
         self.inner.events.subscribe(Arc::new(listener));
     }
 
-    /// The runtime's counters.
+    /// The runtime's counters. In a forked child, the slot, window and `bound` are the child's
+    /// own (taken as `lease` does); a child that cannot have one shows `bound: false`.
     pub fn stats(&self) -> Stats {
         let mut s = Stats::default();
         self.inner.counters.fill(&mut s);
-        let gens = self
-            .inner
-            .generators
-            .read()
-            .unwrap_or_else(|p| p.into_inner());
-        for g in std::iter::once(&self.inner.default_generator).chain(gens.values()) {
+        let ours = self.inner.own_process().is_ok();
+        let gens: Vec<Arc<Generator>> = crate::fork::gate(|| {
+            self.inner
+                .generators
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .cloned()
+                .collect()
+        });
+        for g in std::iter::once(&self.inner.default_generator).chain(gens.iter()) {
             s.ids_issued += g.issued();
             s.waits += g.waits();
         }
         let b = self.inner.window.read();
         s.slot = b.slot;
-        s.bound = b.status == crate::window::WindowStatus::Active;
+        s.bound = ours && b.status == crate::window::WindowStatus::Active;
         s.floor = b.floor;
         s.ceiling = b.ceiling;
         s
@@ -434,16 +546,11 @@ impl Runtime {
 
     /// Ordered shutdown: generators close and report their last timestamp, the keeper stops,
     /// the slot is released with the largest last timestamp. A second call returns `Closed`.
-    /// In a forked child it closes the generators and leaves the parent's lease alone.
+    /// In a forked child that never took a slot of its own it closes the generators and leaves
+    /// the parent's lease, keeper and store alone (nothing of the child's to release).
     pub fn close(&self) -> Result<()> {
-        let on_keeper_thread = self
-            .inner
-            .thread
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .is_some_and(|t| t.thread().id() == std::thread::current().id());
-        if on_keeper_thread {
+        let process = self.inner.current_process();
+        if process.is_ours() && process.on_keeper_thread() {
             // Listeners run on the keeper thread, inside the keeper's step: closing from there
             // would wait for itself.
             return Err(Error::new(
@@ -463,38 +570,163 @@ impl Runtime {
 }
 
 impl Inner {
+    /// The process part in force now; possibly the parent's, in a fork child.
+    fn current_process(&self) -> &Process {
+        // SAFETY: the pointer always holds a `Box<Process>` that is freed only when `Inner`
+        // drops (in the process that built it); one replaced in a forked child is leaked, never
+        // freed, so a reference taken before the replacement stays valid.
+        unsafe { &*self.process.load(Ordering::Acquire) }
+    }
+
+    /// This process's part, taking a slot of its own first in a forked child (policy allowing).
+    fn own_process(&self) -> Result<&Process> {
+        let p = self.current_process();
+        if p.is_ours() {
+            return Ok(p);
+        }
+        self.take_own_slot()?;
+        Ok(self.current_process())
+    }
+
+    /// Why a forked child cannot take a slot of its own, if it cannot.
+    fn refuse_in_child(&self) -> Option<String> {
+        let lease = match &self.config.machine {
+            Machine::Static(s) => {
+                return Some(format!(
+                    "static slot {} belongs to one process, the one that built the runtime; \
+                     build a runtime in each process with a slot of its own",
+                    s.slot
+                ))
+            }
+            Machine::Lease(lease) => lease,
+        };
+        if self.config.fork == ForkPolicy::Fail {
+            return Some(
+                "the runtime's cosid.fork is fail; build a new runtime in the child, or set \
+                 cosid.fork: new-slot to take a new slot automatically"
+                    .into(),
+            );
+        }
+        if matches!(self.store_source, StoreSource::Injected) {
+            return Some(
+                "the runtime was built with a store object, which a child cannot reopen; \
+                 build a new runtime in the child"
+                    .into(),
+            );
+        }
+        if lease.store.starts_with("memory:") {
+            return Some(format!(
+                "store '{}' lives in one process's memory and cannot coordinate a child with \
+                 its parent; use a shared store (sqlite://, redis://, postgres://, etcd://)",
+                lease.store
+            ));
+        }
+        None
+    }
+
+    /// Builds this process's part in a forked child: a new store connection, a new incarnation
+    /// on a new slot, a keeper thread of its own; then rebinds the shared window to it. The
+    /// parent's part is left as it is, in memory, untouched.
+    fn relocate(&self, generation: u64) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::new(ErrorKind::Closed, "the runtime is closed"));
+        }
+        // The parent's keeper may have been writing the window at the fork.
+        self.window.take_over_in_child();
+        let owner = self.owner_key.clone().map(Owner::new);
+        let keeper = start_keeper(
+            &self.config,
+            &self.clock,
+            None,
+            owner,
+            &self.window,
+            &self.events,
+            &self.counters,
+        )?;
+        let process = Box::new(Process::start(keeper)?);
+        debug_assert_eq!(process.generation, generation);
+        // The replaced part is the parent's: leaked on purpose (see `current_process`).
+        self.process
+            .store(Box::into_raw(process), Ordering::Release);
+        Ok(())
+    }
+
     fn shutdown(&self) -> Result<()> {
         // 1. Generators: after this no id can be issued, and we know the exact last one.
         let mut last: Option<i64> = self.default_generator.close();
-        for g in self
-            .generators
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-        {
+        let gens: Vec<Arc<Generator>> = crate::fork::gate(|| {
+            self.generators
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .cloned()
+                .collect()
+        });
+        for g in gens {
             last = last.max(g.close());
         }
-        if crate::fork::current() != self.fork_generation {
-            // A forked child: the lease and the keeper thread belong to the parent.
-            return Err(Error::new(
-                ErrorKind::Forked,
-                "closed in a forked child: the parent's slot was left to the parent",
-            ));
+        let process = self.current_process();
+        if !process.is_ours() {
+            // A forked child that never took a slot: the lease, the keeper thread and the
+            // store connections belong to the parent. Nothing of ours to release.
+            return Ok(());
         }
-        // 2. The keeper thread.
-        *self
-            .stop
-            .requested
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = true;
-        self.stop.wake.notify_all();
-        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            if t.thread().id() != std::thread::current().id() {
-                let _ = t.join();
+        // 2. The keeper thread. 3. The slot, with the exact last timestamp. 4. The store drops
+        // with the keeper.
+        process.stop_and_release(last)
+    }
+}
+
+impl AfterFork for Inner {
+    fn take_own_slot(&self) -> Result<()> {
+        let generation = crate::fork::current();
+        let started = Instant::now();
+        loop {
+            if self.current_process().generation == generation {
+                return Ok(());
             }
+            if let Some(why) = self.refuse_in_child() {
+                return Err(Error::new(
+                    ErrorKind::Forked,
+                    format!(
+                        "this process is a fork of the one that built the runtime, which still \
+                         holds its slot, and {why}"
+                    ),
+                ));
+            }
+            let seen = self.relocating.load(Ordering::Acquire);
+            if seen != generation
+                && self
+                    .relocating
+                    .compare_exchange(seen, generation, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                let result = self.relocate(generation);
+                if result.is_err() {
+                    // Let the next call try again.
+                    self.relocating.store(NOT_RELOCATING, Ordering::Release);
+                }
+                return result;
+            }
+            // Another thread of this child is taking the slot: wait for it, bounded.
+            if started.elapsed() > self.relocation_wait() {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    "waited too long for another thread of this forked process to take a slot",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
-        // 3. The slot, with the exact last timestamp. 4. The store drops with the keeper.
-        self.keeper.release(last)
+    }
+}
+
+impl Inner {
+    /// How long a thread of a forked child waits for another that is taking the slot.
+    fn relocation_wait(&self) -> Duration {
+        match &self.config.machine {
+            Machine::Lease(l) => l.acquire_timeout + Duration::from_secs(5),
+            Machine::Static(_) => Duration::from_secs(5),
+        }
     }
 }
 
@@ -502,6 +734,13 @@ impl Drop for Inner {
     fn drop(&mut self) {
         if !self.closed.swap(true, Ordering::AcqRel) {
             let _ = self.shutdown();
+        }
+        let process = self.process.load(Ordering::Acquire);
+        // SAFETY: the pointer came from `Box::into_raw` and nothing else frees it. A part of
+        // another process (the parent's, in a fork child) is never freed here: its keeper owns
+        // store connections and a thread that are not this process's to close.
+        if unsafe { &*process }.is_ours() {
+            drop(unsafe { Box::from_raw(process) });
         }
     }
 }

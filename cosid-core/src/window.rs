@@ -9,6 +9,12 @@
 //!   smaller ceiling is therefore conservative, never unsafe.
 //! - There is one writer at a time (the runtime's keeper, under its own lock). Readers never
 //!   block and never write.
+//! - A binding belongs to the process that made it: it records that process's fork generation
+//!   (`crate::fork`), and generators issue only from a binding of their own process. A forked
+//!   child therefore never issues on the parent's slot, whatever object it issues through. A
+//!   child that finds a write in progress (the parent's keeper was writing at the moment of
+//!   `fork()`, and that thread does not exist in the child) gets the binding as foreign instead
+//!   of waiting for a writer that will never finish.
 
 use crate::sync::{fence, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
@@ -50,6 +56,9 @@ pub struct Binding {
     pub status: WindowStatus,
     /// Bumped on every rebinding; lets observers tell bindings apart.
     pub generation: u64,
+    /// The fork generation of the process that made this binding (`crate::fork`): a binding
+    /// of another process is never issued from.
+    pub process: u64,
 }
 
 /// The shared window. Thread-safe: any number of readers, one writer at a time.
@@ -61,6 +70,8 @@ pub struct Window {
     floor: AtomicI64,
     ceiling: AtomicI64,
     status: AtomicU8,
+    /// The fork generation of the process that wrote the current binding.
+    process: AtomicU64,
     /// Under loom only: held by the writer for the whole write, so that a reader that finds a
     /// write in progress blocks on it instead of spinning. Loom cannot explore two readers
     /// spinning at once (each yield lets it switch freely between them, an unbounded path);
@@ -84,6 +95,7 @@ impl Window {
             floor: AtomicI64::new(i64::MAX),
             ceiling: AtomicI64::new(i64::MIN),
             status: AtomicU8::new(WindowStatus::Unbound as u8),
+            process: AtomicU64::new(crate::fork::generation()),
             #[cfg(loom)]
             writing: loom::sync::Mutex::new(()),
         }
@@ -106,6 +118,7 @@ impl Window {
                 let floor = self.floor.load(Ordering::Relaxed);
                 let ceiling = self.ceiling.load(Ordering::Relaxed);
                 let status = self.status.load(Ordering::Relaxed);
+                let process = self.process.load(Ordering::Relaxed);
                 fence(Ordering::Acquire);
                 if self.seq.load(Ordering::Relaxed) == s1 {
                     return Binding {
@@ -114,8 +127,11 @@ impl Window {
                         ceiling,
                         status: WindowStatus::from_u8(status),
                         generation: s1 / 2,
+                        process,
                     };
                 }
+            } else if let Some(foreign) = self.foreign_write_in_progress() {
+                return foreign;
             }
             self.wait_for_writer();
         }
@@ -129,7 +145,34 @@ impl Window {
             w.ceiling.store(ceiling, Ordering::Relaxed);
             w.status
                 .store(WindowStatus::Active as u8, Ordering::Relaxed);
+            w.process.store(crate::fork::current(), Ordering::Relaxed);
         });
+    }
+
+    /// In a forked child, before its own keeper binds this window: ends a write the parent's
+    /// keeper had in progress at the moment of `fork()` (its thread does not exist here), so
+    /// that readers stop treating the window as being written. The binding stays the parent's
+    /// (foreign) until the child's keeper calls [`Window::rebind`].
+    pub fn take_over_in_child(&self) {
+        let s = self.seq.load(Ordering::Relaxed);
+        if s & 1 == 1 {
+            self.seq.store(s + 1, Ordering::Release);
+        }
+    }
+
+    /// A write is in progress: if it is a dead parent's (this process is a fork child of the
+    /// writer), the binding is foreign; say so instead of waiting for ever.
+    #[cold]
+    fn foreign_write_in_progress(&self) -> Option<Binding> {
+        let process = self.process.load(Ordering::Relaxed);
+        (process != crate::fork::current()).then_some(Binding {
+            slot: 0,
+            floor: i64::MAX,
+            ceiling: i64::MIN,
+            status: WindowStatus::Unbound,
+            generation: 0,
+            process,
+        })
     }
 
     /// Raises the ceiling of the current binding to `ceiling` (never lowers it). Single writer.

@@ -150,19 +150,23 @@ impl fmt::Debug for EventBus {
 }
 
 impl EventBus {
+    // Both take the lock inside `fork::gate`, so a forked child never inherits it held.
     pub(crate) fn subscribe(&self, listener: EventListener) {
-        self.listeners
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(listener);
+        crate::fork::gate(|| {
+            self.listeners
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(listener)
+        });
     }
 
     pub(crate) fn emit(&self, event: Event) {
-        let listeners = self
-            .listeners
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let listeners = crate::fork::gate(|| {
+            self.listeners
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        });
         for l in listeners {
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&event)));
         }
