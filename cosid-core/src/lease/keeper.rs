@@ -176,6 +176,7 @@ impl LeaseKeeper {
             preferred_slot: self.config.preferred_slot,
             floor_at_least: st.highest_ceiling.max(0),
         };
+        let started_ms = self.clock.now_ms();
         let Acquisition {
             lease,
             duplicate_owner_key,
@@ -192,7 +193,7 @@ impl LeaseKeeper {
         st.failures = 0;
         st.due = self.clock.monotonic() + self.config.renew_every();
         Counters::bump(&self.counters.acquisitions);
-        self.check_skew(lease.store_now);
+        self.check_skew(started_ms, lease.store_now);
         self.events.emit(Event::SlotAcquired {
             slot: lease.slot,
             fence: lease.fence,
@@ -203,8 +204,18 @@ impl LeaseKeeper {
         Ok(())
     }
 
-    fn check_skew(&self, store_now: i64) {
-        let skew = self.clock.now_ms() - store_now;
+    /// The store read its clock (`store_now`) somewhere between `started_ms` and now on our
+    /// clock; only a reading outside that interval is skew. A slow call (a SQLite store waiting
+    /// for its file lock, a slow network) is not.
+    fn check_skew(&self, started_ms: i64, store_now: i64) {
+        let ended_ms = self.clock.now_ms();
+        let skew = if store_now < started_ms {
+            started_ms - store_now
+        } else if store_now > ended_ms {
+            ended_ms - store_now
+        } else {
+            0
+        };
         if skew.abs() > self.client.terms().tolerance_ms / 2 {
             Counters::bump(&self.counters.clock_skew_events);
             self.events.emit(Event::ClockSkew { skew_ms: skew });
@@ -222,6 +233,7 @@ impl LeaseKeeper {
         if now < st.due {
             return st.due - now;
         }
+        let started_ms = self.clock.now_ms();
         match st.lease.clone() {
             None => self.reacquire(&mut st),
             Some(lease) => match self.client.renew(&lease) {
@@ -231,7 +243,7 @@ impl LeaseKeeper {
                     st.failures = 0;
                     st.due = self.clock.monotonic() + self.config.renew_every();
                     Counters::bump(&self.counters.renewals);
-                    self.check_skew(renewed.store_now);
+                    self.check_skew(started_ms, renewed.store_now);
                     st.lease = Some(renewed);
                 }
                 Ok(Renewal::Lost(refusal)) => {
@@ -331,6 +343,10 @@ mod tests {
     struct Outage {
         inner: Arc<MemoryStore>,
         down: AtomicBool,
+        /// The local clock, and how long (ms) each call takes on it after the store read its
+        /// clock (a SQLite store waiting for its file lock, say).
+        local: Arc<ManualClock>,
+        slow_ms: std::sync::atomic::AtomicU64,
     }
 
     impl Outage {
@@ -340,6 +356,12 @@ mod tests {
             }
             Ok(())
         }
+
+        fn took<T>(&self, r: T) -> T {
+            let ms = self.slow_ms.load(Ordering::SeqCst);
+            self.local.advance(Duration::from_millis(ms));
+            r
+        }
     }
 
     impl SlotStore for Outage {
@@ -348,7 +370,7 @@ mod tests {
         }
         fn snapshot(&self, ns: &str) -> Result<NamespaceSnapshot> {
             self.check()?;
-            self.inner.snapshot(ns)
+            self.took(self.inner.snapshot(ns))
         }
         fn cas_namespace(
             &self,
@@ -357,15 +379,15 @@ mod tests {
             r: &NamespaceRecord,
         ) -> Result<Option<u64>> {
             self.check()?;
-            self.inner.cas_namespace(ns, e, r)
+            self.took(self.inner.cas_namespace(ns, e, r))
         }
         fn read_slot(&self, ns: &str, slot: u32) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
             self.check()?;
-            self.inner.read_slot(ns, slot)
+            self.took(self.inner.read_slot(ns, slot))
         }
         fn cas_slot(&self, ns: &str, e: Option<u64>, r: &SlotRecord) -> Result<Option<u64>> {
             self.check()?;
-            self.inner.cas_slot(ns, e, r)
+            self.took(self.inner.cas_slot(ns, e, r))
         }
     }
 
@@ -387,6 +409,8 @@ mod tests {
             store: Arc::new(Outage {
                 inner: MemoryStore::new(sc),
                 down: AtomicBool::new(false),
+                local: clock.clone(),
+                slow_ms: Default::default(),
             }),
             clock,
             window: Arc::new(Window::new()),
@@ -583,6 +607,19 @@ mod tests {
         store_clock.advance(TTL / 3);
         k.tick();
         assert_eq!(r.counters.clock_skew_events.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_slow_store_call_is_not_clock_skew() {
+        // The store's clock is ours, but every call takes 3 s after it read it (a SQLite store
+        // waiting for its file's lock): the reading lies inside the call, so it is no skew.
+        let r = rig(None);
+        r.store.slow_ms.store(3_000, Ordering::SeqCst);
+        let k = r.start(2, "a", TTL).unwrap();
+        r.clock.advance(TTL / 3);
+        k.tick();
+        assert!(k.lease().is_some());
+        assert_eq!(r.counters.clock_skew_events.load(Ordering::Relaxed), 0);
     }
 
     #[test]
