@@ -36,16 +36,30 @@ pub enum StoreUrl {
 }
 
 impl StoreUrl {
-    /// Parses a store URL, naming the value and the accepted forms when it does not parse.
+    /// Parses a store URL, naming the accepted forms when it does not parse.
+    ///
+    /// A refused text is never echoed (it may be a connection string with a password in any
+    /// shape): the message shows its scheme at most.
     pub fn parse(text: &str) -> Result<StoreUrl> {
         let t = text.trim();
+        let scheme_shown = t
+            .split_once(':')
+            .map(|(s, _)| s)
+            .filter(|s| looks_like_scheme(s));
         let bad = |why: &str| {
+            let what = match scheme_shown {
+                Some(s) => format!("store URL '{s}:…'"),
+                None => "the store URL".to_string(),
+            };
             Error::config(format!(
-                "store URL '{}' {why}; use memory:, sqlite:///path/slots.db, redis://host:6379, \
-                 postgres://user@host/db or etcd://host:2379",
-                redact(t)
+                "{what} {why} (the rest of the text is not shown, as it may hold a password); \
+                 use memory:, sqlite:///path/slots.db, redis://host:6379, \
+                 postgres://user@host/db or etcd://host:2379"
             ))
         };
+        if t.is_empty() {
+            return Err(bad("is empty"));
+        }
         let Some((scheme, rest)) = t.split_once(':') else {
             return Err(bad("has no scheme"));
         };
@@ -80,7 +94,8 @@ impl StoreUrl {
                 Self::network(t, rest, &bad).map(|url| StoreUrl::Postgres { url })
             }
             "etcd" | "etcds" => Self::network(t, rest, &bad).map(|url| StoreUrl::Etcd { url }),
-            _ => Err(bad(&format!("has the unknown scheme '{scheme}'"))),
+            _ if scheme_shown.is_some() => Err(bad("has an unknown scheme")),
+            _ => Err(bad("has no scheme")),
         }
     }
 
@@ -88,8 +103,9 @@ impl StoreUrl {
         let Some(authority) = rest.strip_prefix("//") else {
             return Err(bad("must have // after the scheme"));
         };
-        let host_part = authority.split(['/', '?']).next().unwrap_or("");
-        let host_part = host_part.rsplit_once('@').map_or(host_part, |(_, h)| h);
+        // The host follows the last '@' (a password may hold '/', '?', '#' or '@').
+        let after_user = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        let host_part = after_user.split(['/', '?', '#']).next().unwrap_or("");
         if host_part.is_empty() {
             return Err(bad("has no host"));
         }
@@ -107,11 +123,11 @@ impl StoreUrl {
         }
     }
 
-    /// The URL with any password replaced by `***`.
+    /// The URL with any credential replaced by `***` (see [`redact`]).
     pub fn redacted(&self) -> String {
         match self {
             StoreUrl::Memory { name } => format!("memory:{name}"),
-            StoreUrl::Sqlite { path } => format!("sqlite://{}", path.display()),
+            StoreUrl::Sqlite { path } => redact(&format!("sqlite://{}", path.display())),
             StoreUrl::Redis { url } | StoreUrl::Postgres { url } | StoreUrl::Etcd { url } => {
                 redact(url)
             }
@@ -119,36 +135,71 @@ impl StoreUrl {
     }
 }
 
-/// `scheme://user:secret@host/…?password=x` becomes `scheme://user:***@host/…?password=***`.
+/// A URL scheme as RFC 3986 writes it (a letter, then letters, digits, `+`, `-`, `.`), short.
+fn looks_like_scheme(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        && s.len() <= 16
+}
+
+/// Query keys whose values are credentials.
+fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    ["pass", "pwd", "secret", "token", "key"]
+        .iter()
+        .any(|w| k.contains(w))
+}
+
+/// Removes credentials from a URL by its structure, whatever characters they hold:
+///
+/// * everything between `//` and the **last** `@` (the user information, whose password may
+///   hold `/`, `?`, `#`, `:` or `@`) becomes `***`, keeping a plain user name before a `:`;
+/// * from the first query parameter whose key names a credential (`password`, `sslpassword`,
+///   `token`, …) to the end, the text becomes `***` (its value may hold `&` or `#`).
+///
+/// `scheme://user:secret@host/…?sslmode=require&password=x` becomes
+/// `scheme://user:***@host/…?sslmode=require&password=***`.
 pub fn redact(url: &str) -> String {
-    let mut out = url.to_string();
-    if let Some(start) = out.find("://").map(|i| i + 3) {
-        let end = out[start..]
-            .find(['/', '?'])
-            .map_or(out.len(), |i| start + i);
-        if let Some(at) = out[start..end].rfind('@').map(|i| start + i) {
-            if let Some(colon) = out[start..at].find(':').map(|i| start + i) {
-                out.replace_range(colon + 1..at, "***");
-            }
+    let (head, authority_start) = match url.find("//") {
+        Some(i) => (&url[..i + 2], i + 2),
+        None => ("", 0),
+    };
+    let rest = &url[authority_start..];
+    let (user_shown, after_user) = match rest.rfind('@') {
+        Some(at) => {
+            let userinfo = &rest[..at];
+            let plain = |u: &str| {
+                u.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-._~%".contains(c))
+            };
+            let shown = match userinfo.split_once(':') {
+                Some((user, _)) if plain(user) => format!("{user}:***@"),
+                _ => "***@".to_string(),
+            };
+            (shown, &rest[at + 1..])
         }
-    }
-    if let Some(q) = out.find('?') {
-        let (head, query) = out.split_at(q + 1);
-        let query: Vec<String> = query
-            .split('&')
-            .map(|kv| match kv.split_once('=') {
-                Some((k, _))
-                    if k.eq_ignore_ascii_case("password")
-                        || k.eq_ignore_ascii_case("sslpassword") =>
-                {
-                    format!("{k}=***")
+        None => (String::new(), rest),
+    };
+    let tail = match after_user.find('?') {
+        Some(q) => {
+            let (before, query) = after_user.split_at(q + 1);
+            let mut kept = Vec::new();
+            for kv in query.split('&') {
+                match kv.split_once('=') {
+                    // The value and everything after it: the value may hold '&' or '#'.
+                    Some((k, _)) if is_secret_key(k) => {
+                        kept.push(format!("{k}=***"));
+                        break;
+                    }
+                    _ => kept.push(kv.to_string()),
                 }
-                _ => kv.to_string(),
-            })
-            .collect();
-        out = format!("{head}{}", query.join("&"));
-    }
-    out
+            }
+            format!("{before}{}", kept.join("&"))
+        }
+        None => after_user.to_string(),
+    };
+    format!("{head}{user_shown}{tail}")
 }
 
 impl fmt::Display for StoreUrl {
@@ -199,18 +250,18 @@ mod tests {
 
     #[test]
     fn refuses_malformed_urls_naming_them() {
-        for bad in [
-            "",
-            "slots.db",
-            "ftp://x",
-            "sqlite:/x",
-            "sqlite://",
-            "redis://",
-            "redis:h",
-            "memory:a b",
+        for (bad, shown) in [
+            ("", "the store URL is empty"),
+            ("slots.db", "the store URL has no scheme"),
+            ("ftp://x", "'ftp:…' has an unknown scheme"),
+            ("sqlite:/x", "'sqlite:…' must start with sqlite://"),
+            ("sqlite://", "'sqlite:…' has no file path"),
+            ("redis://", "'redis:…' has no host"),
+            ("redis:h", "'redis:…' must have //"),
+            ("memory:a b", "'memory:…' has a memory store name"),
         ] {
             let e = StoreUrl::parse(bad).unwrap_err();
-            assert!(e.message().contains(&format!("'{bad}'")), "{e}");
+            assert!(e.message().contains(shown), "{bad:?}: {e}");
         }
     }
 
@@ -226,5 +277,38 @@ mod tests {
         assert!(shown.contains("app:***@db"));
         assert_eq!(redact("redis://:pw@h:1/0"), "redis://:***@h:1/0");
         assert_eq!(redact("redis://h:1/0"), "redis://h:1/0");
+    }
+
+    /// Passwords holding the characters that end a URL part, connection strings that are not
+    /// URLs, and URLs that do not parse: the password never shows.
+    #[test]
+    fn passwords_of_any_shape_never_show() {
+        for text in [
+            "redis://:pa/SECRET@host",
+            "redis://u:pa?SECRET@host:6379/0",
+            "redis://u:pa#SECRET@host",
+            "redis://u:pa@SECRET@host",
+            "postgres://u:x:SECRET@db/ids",
+            "postgres://db/ids?sslmode=require&password=pa&SECRET",
+            "postgres://db/ids?password=pa#SECRET",
+            "postgres://SECRET@db/ids",
+            "host=db user=app password=SECRET dbname=ids",
+            "postgres:host=db password=SECRET",
+            "redis//:SECRET@h",
+            "redis:/:SECRET@h",
+            "SECRET@h:1",
+            "u:SECRET@h",
+            "etcd://u:pa/SECRET@h:2379",
+            "memory:u:SECRET@h",
+            "sqlite://u:SECRET@h/x.db",
+        ] {
+            let shown = match StoreUrl::parse(text) {
+                Ok(u) => format!("{u} {u:?} {}", u.redacted()),
+                Err(e) => format!("{e} {e:?}"),
+            };
+            assert!(!shown.contains("SECRET"), "{text:?} shows {shown}");
+        }
+        assert_eq!(redact("redis://:pa/SECRET@host/0"), "redis://:***@host/0");
+        assert_eq!(redact("redis://u:pa/SECRET@host/0"), "redis://u:***@host/0");
     }
 }
