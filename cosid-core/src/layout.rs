@@ -143,9 +143,18 @@ impl Layout {
                 self.sequence_bits
             )));
         }
-        // The layout's end, in ms, must fit an i64 (54+ bits of seconds would overflow).
-        let end =
-            ((self.max_timestamp() as i128) + 1) * self.unit.ms() as i128 + self.epoch_ms as i128;
+        // The layout's end, in ms, must fit an i64 (54+ bits of seconds would overflow). When
+        // the span alone fits, the epoch is what pushes the end past it: name the epoch.
+        let span = ((self.max_timestamp() as i128) + 1) * self.unit.ms() as i128;
+        let end = span + self.epoch_ms as i128;
+        if span <= i64::MAX as i128 && end > i64::MAX as i128 {
+            return Err(Error::config(format!(
+                "{} with epoch {} ends past any representable time; the epoch is too late, \
+                 choose an epoch in the past",
+                describe(),
+                crate::time::format_rfc3339_ms(self.epoch_ms)
+            )));
+        }
         if end > i64::MAX as i128 {
             return Err(Error::config(format!(
                 "{} counts {} timestamp bits of {}, past any representable time; use fewer timestamp bits",
@@ -180,8 +189,8 @@ impl Layout {
         }
         if self.epoch_ms < 0 {
             return Err(Error::config(format!(
-                "epoch {} is before 1970-01-01; choose a later epoch",
-                self.epoch_ms
+                "epoch {} is before 1970-01-01T00:00:00Z; choose a later epoch",
+                crate::time::format_rfc3339_ms(self.epoch_ms)
             )));
         }
         if now_ms >= self.runs_out_at_ms() {
@@ -393,6 +402,20 @@ mod tests {
         // 8 bits of seconds from 1970 ran out long ago.
         let e = Layout::new(0, TimeUnit::Seconds, 8, 10, 12, false).unwrap_err();
         assert!(e.message().contains("ran out"), "{e}");
+    }
+
+    /// An epoch problem is blamed on the epoch, in calendar time, not on the timestamp bits.
+    #[test]
+    fn epoch_errors_name_the_epoch_in_calendar_time() {
+        let late = i64::MAX - 1_000;
+        let e = Layout::new(late, TimeUnit::Millis, 41, 10, 12, false).unwrap_err();
+        assert!(e.message().contains("epoch"), "{e}");
+        assert!(e.message().contains("the epoch is too late"), "{e}");
+        assert!(!e.message().contains("timestamp bits of"), "{e}");
+        let before_1970 = -315_619_200_000; // 1960-01-01
+        let e = Layout::new(before_1970, TimeUnit::Millis, 41, 10, 12, false).unwrap_err();
+        assert!(e.message().contains("1960-01-01T00:00:00"), "{e}");
+        assert!(!e.message().contains("-315619200000"), "{e}");
     }
 
     #[test]
