@@ -14,8 +14,15 @@
 //!     static: { slot: "${POD_ORDINAL}", state-file: /var/lib/cosid/state, ahead: 10s, not-before: 2026-12-01T00:00:00Z }
 //! ```
 //!
-//! `${VAR}` and `${VAR:-default}` expand from the environment inside string values (after YAML
-//! parsing, so an expansion can never change the document's structure). Unknown keys are refused.
+//! `${VAR}` and `${VAR:-default}` expand from the environment inside the string values of
+//! configuration text and files ([`Config::from_yaml`], [`Config::from_path`]), after YAML parsing,
+//! so an expansion can never change the document's structure. An already structured value
+//! ([`Config::from_value`], which the Python and Node bindings use for their dictionaries and
+//! objects) is taken literally: a value that came from elsewhere (a tenant name used as a
+//! namespace) cannot read the environment. Unknown keys are refused.
+//!
+//! Configuration text is bounded before it is parsed: at most [`MAX_CONFIG_BYTES`] bytes and
+//! [`MAX_CONFIG_DEPTH`] levels of nested brackets, so a hostile document fails at once.
 
 use crate::error::{Error, Result};
 pub use crate::fork::ForkPolicy;
@@ -48,8 +55,8 @@ pub enum Machine {
     Static(StaticConfig),
 }
 
-/// `cosid.machine.lease`.
-#[derive(Debug, Clone, PartialEq)]
+/// `cosid.machine.lease`. `Debug` shows the store URL without its password.
+#[derive(Clone, PartialEq)]
 pub struct LeaseConfig {
     /// Store URL.
     pub store: String,
@@ -80,6 +87,57 @@ pub struct StaticConfig {
     pub not_before_ms: Option<i64>,
 }
 
+impl std::fmt::Debug for LeaseConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseConfig")
+            .field("store", &redacted_store(&self.store))
+            .field("ttl", &self.ttl)
+            .field("tolerance", &self.tolerance)
+            .field("bits", &self.bits)
+            .field("owner_key", &self.owner_key)
+            .field("preferred_slot", &self.preferred_slot)
+            .field("acquire_timeout", &self.acquire_timeout)
+            .finish()
+    }
+}
+
+/// A store URL as messages may show it: redacted when it parses, its scheme at most otherwise.
+fn redacted_store(url: &str) -> String {
+    match crate::store::StoreUrl::parse(url) {
+        Ok(u) => u.redacted(),
+        Err(_) => "(a store URL that does not parse; not shown)".into(),
+    }
+}
+
+impl LeaseConfig {
+    /// The checks the parser makes on a lease's values, for a configuration changed after
+    /// parsing (command-line flags, code): a too short ttl, an acquire-timeout of zero.
+    pub fn check(&self) -> Result<()> {
+        if self.ttl < Duration::from_millis(30) {
+            return Err(Error::config(format!(
+                "cosid.machine.lease.ttl {} is too short; use at least 30ms (30s is the default)",
+                crate::time::format_duration(self.ttl)
+            )));
+        }
+        for (key, d) in [
+            ("ttl", self.ttl),
+            ("tolerance", self.tolerance),
+            ("acquire-timeout", self.acquire_timeout),
+        ] {
+            if d > MAX_DURATION {
+                return Err(Error::config(format!(
+                    "cosid.machine.lease.{key} {} is longer than a year; use a shorter one",
+                    crate::time::format_duration(d)
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The longest duration a setting takes (the duration parser's bound).
+const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
+
 impl Default for LeaseConfig {
     fn default() -> Self {
         LeaseConfig {
@@ -98,6 +156,10 @@ impl Default for LeaseConfig {
 pub const DEFAULT_NAMESPACE: &str = "default";
 /// The default `max-wait`.
 pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(3);
+/// The largest configuration text accepted, in bytes (a real one is well under 4 KiB).
+pub const MAX_CONFIG_BYTES: usize = 1 << 20;
+/// The deepest nesting of brackets (`[`, `{`) accepted in configuration text (the schema needs 4).
+pub const MAX_CONFIG_DEPTH: usize = 64;
 
 /// The embedded store's default location: `$XDG_STATE_HOME/cosid/slots.db`, else
 /// `~/.local/state/cosid/slots.db`.
@@ -129,11 +191,18 @@ impl Config {
         })
     }
 
-    /// Parses a YAML (or JSON) document.
+    /// Parses a YAML (or JSON) document, expanding `${VAR}` and `${VAR:-default}` in its string
+    /// values. Text over [`MAX_CONFIG_BYTES`] or nested deeper than [`MAX_CONFIG_DEPTH`] is
+    /// refused before it is parsed.
     pub fn from_yaml(text: &str) -> Result<Config> {
-        let doc: Value = serde_yaml_ng::from_str(text).map_err(|e| {
-            Error::config(format!("the configuration is not valid YAML or JSON: {e}"))
+        check_bounds(text)?;
+        let mut doc: Value = serde_yaml_ng::from_str(text).map_err(|e| {
+            Error::config(format!(
+                "the configuration is not valid YAML or JSON: {}",
+                yaml_error_text(&e.to_string())
+            ))
         })?;
+        expand_tree(&mut doc, "")?;
         Config::from_value(&doc)
     }
 
@@ -150,8 +219,11 @@ impl Config {
             .map_err(|e| Error::config(format!("{} (in '{}')", e.message(), path.display())))
     }
 
-    /// Interprets an already parsed document (`serde_yaml_ng::Value`), e.g. built from a
-    /// binding's dictionary.
+    /// Interprets an already structured document (`serde_yaml_ng::Value`), e.g. built from a
+    /// binding's dictionary or object. Its values are taken literally: `${VAR}` is **not**
+    /// expanded here (only [`Config::from_yaml`] and [`Config::from_path`] expand, in
+    /// configuration text the deployment wrote), so a value from elsewhere cannot read the
+    /// environment.
     pub fn from_value(doc: &Value) -> Result<Config> {
         let root = as_map(doc, "the document")?;
         let mut root_keys = Keys::new(root, "");
@@ -251,22 +323,25 @@ fn parse_layout(v: &Value) -> Result<Layout> {
         },
         None => base.unit(),
     };
-    let bits = |k: &mut Keys, key: &str, default: u8| -> Result<u8> {
+    // Each width's own range (the layout then checks that they add up to at most 63).
+    let bits = |k: &mut Keys, key: &str, default: u8, range: (i64, i64)| -> Result<u8> {
         match k.take(key) {
             Some(v) => {
                 let n = integer(v, &format!("cosid.snowflake.{key}"))?;
-                u8::try_from(n).map_err(|_| {
-                    Error::config(format!(
-                        "cosid.snowflake.{key} {n} is out of range; use 1 to 63"
-                    ))
-                })
+                if n < range.0 || n > range.1 {
+                    return Err(Error::config(format!(
+                        "cosid.snowflake.{key} {n} is out of range; use {} to {}",
+                        range.0, range.1
+                    )));
+                }
+                Ok(n as u8)
             }
             None => Ok(default),
         }
     };
-    let ts = bits(&mut k, "timestamp-bits", base.timestamp_bits())?;
-    let node = bits(&mut k, "node-bits", base.node_bits())?;
-    let seq = bits(&mut k, "sequence-bits", base.sequence_bits())?;
+    let ts = bits(&mut k, "timestamp-bits", base.timestamp_bits(), (8, 61))?;
+    let node = bits(&mut k, "node-bits", base.node_bits(), (1, 20))?;
+    let seq = bits(&mut k, "sequence-bits", base.sequence_bits(), (1, 30))?;
     let js_safe = match k.take("js-safe") {
         Some(v) => boolean(v, "cosid.snowflake.js-safe")?,
         None => base.is_js_safe(),
@@ -346,12 +421,7 @@ fn parse_lease(v: &Value, layout: &Layout) -> Result<LeaseConfig> {
         c.acquire_timeout = c.ttl;
     }
     k.finish()?;
-    if c.ttl < Duration::from_millis(30) {
-        return Err(Error::config(format!(
-            "cosid.machine.lease.ttl {} is too short; use at least 30ms (30s is the default)",
-            crate::time::format_duration(c.ttl)
-        )));
-    }
+    c.check()?;
     Ok(c)
 }
 
@@ -446,8 +516,13 @@ impl<'a> Keys<'a> {
         for key in self.map.keys() {
             let name = match key {
                 Value::String(s) => s.clone(),
-                other => format!("{other:?}"),
+                Value::Number(n) => n.to_string(),
+                Value::Bool(b) => b.to_string(),
+                Value::Null => "null".to_string(),
+                other => format!("({})", type_name(other)),
             };
+            // A key is shown, so a URL pasted as a key must not show its password.
+            let name = crate::store::redact(&name);
             if !self.taken.contains(&name) {
                 let full = if self.path.is_empty() {
                     name.clone()
@@ -507,9 +582,9 @@ fn as_map<'a>(v: &'a Value, key: &str) -> Result<&'a Mapping> {
     }
 }
 
-/// A scalar as text, with `${VAR}` / `${VAR:-default}` expanded.
+/// A scalar as text (`${VAR}` was expanded before, in configuration text only).
 fn scalar_string(v: &Value, key: &str) -> Result<String> {
-    let raw = match v {
+    Ok(match v {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
         Value::Bool(b) => b.to_string(),
@@ -520,21 +595,125 @@ fn scalar_string(v: &Value, key: &str) -> Result<String> {
                 type_name(other)
             )))
         }
+    })
+}
+
+/// Refuses configuration text too large or too deeply nested to parse quickly. The depth counts
+/// the brackets outside quoted strings and comments (an unbalanced closing one counts nothing).
+fn check_bounds(text: &str) -> Result<()> {
+    if text.len() > MAX_CONFIG_BYTES {
+        return Err(Error::config(format!(
+            "the configuration is {} bytes; the limit is {MAX_CONFIG_BYTES} bytes (1 MiB)",
+            text.len()
+        )));
+    }
+    let (mut depth, mut quote, mut comment, mut prev) = (0usize, None::<u8>, false, b'\n');
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if comment {
+            comment = c != b'\n';
+        } else if let Some(q) = quote {
+            if c == b'\\' && q == b'"' {
+                i += 1; // an escaped character
+            } else if c == q {
+                quote = None;
+            }
+        } else {
+            match c {
+                b'"' | b'\'' if !prev.is_ascii_alphanumeric() => quote = Some(c),
+                b'#' if prev.is_ascii_whitespace() => comment = true,
+                b'[' | b'{' => {
+                    depth += 1;
+                    if depth > MAX_CONFIG_DEPTH {
+                        return Err(Error::config(format!(
+                            "the configuration nests brackets deeper than {MAX_CONFIG_DEPTH} \
+                             levels (at byte {i}); the limit is {MAX_CONFIG_DEPTH}"
+                        )));
+                    }
+                }
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        prev = c;
+        i += 1;
+    }
+    Ok(())
+}
+
+/// The YAML parser's message, with its wording for an integer too large for any setting
+/// ("invalid type: integer `N` as u128, expected any YAML value") said plainly.
+fn yaml_error_text(text: &str) -> String {
+    let Some(start) = text.find("invalid type: integer `") else {
+        return text.to_string();
     };
-    expand_env(&raw, key)
+    let digits_start = start + "invalid type: integer `".len();
+    let Some(len) = text[digits_start..].find('`') else {
+        return text.to_string();
+    };
+    let number = &text[digits_start..digits_start + len];
+    let Some(end) = text[digits_start..]
+        .find("expected any YAML value")
+        .map(|i| digits_start + i + "expected any YAML value".len())
+    else {
+        return text.to_string();
+    };
+    format!(
+        "{}the number {number} is too large for any setting (the largest is {}){}",
+        &text[..start],
+        i64::MAX,
+        &text[end..]
+    )
+}
+
+/// Expands `${VAR}` in every string value of a document parsed from configuration text, naming
+/// each value by its key path.
+fn expand_tree(v: &mut Value, path: &str) -> Result<()> {
+    match v {
+        Value::String(s) if s.contains("${") => *s = expand_env(s, path)?,
+        Value::Mapping(m) => {
+            for (k, child) in m.iter_mut() {
+                let name = match k {
+                    Value::String(s) => s.clone(),
+                    Value::Number(n) => n.to_string(),
+                    _ => "?".to_string(),
+                };
+                let child_path = if path.is_empty() {
+                    name
+                } else {
+                    format!("{path}.{name}")
+                };
+                expand_tree(child, &child_path)?;
+            }
+        }
+        Value::Sequence(items) => {
+            for (i, child) in items.iter_mut().enumerate() {
+                expand_tree(child, &format!("{path}[{i}]"))?;
+            }
+        }
+        Value::Tagged(t) => expand_tree(&mut t.value, path)?,
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Expands `${VAR}` and `${VAR:-default}` from the environment. An unset `${VAR}` without a
-/// default is an error naming the variable and the key.
+/// default is an error naming the variable and the key; so is a variable whose value is not
+/// UTF-8 (never silently replaced by the default). Messages never echo the value around a
+/// reference (it may be a store URL with a password): they give the key and a position.
 pub fn expand_env(text: &str, key: &str) -> Result<String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("${") {
+        let at = text.len() - rest.len() + start + 1;
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         let end = after.find('}').ok_or_else(|| {
             Error::config(format!(
-                "{key}: '{text}' has an unclosed '${{'; write ${{VAR}} or ${{VAR:-default}}"
+                "{key}: the '${{' at character {at} of the value has no closing '}}'; write \
+                 ${{VAR}} or ${{VAR:-default}} (the value is not shown, as it may hold a password)"
             ))
         })?;
         let inner = &after[..end];
@@ -544,10 +723,21 @@ pub fn expand_env(text: &str, key: &str) -> Result<String> {
         };
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(Error::config(format!(
-                "{key}: '${{{inner}}}' is not a valid variable reference"
+                "{key}: the '${{…}}' at character {at} of the value is not a variable reference; \
+                 write ${{VAR}} or ${{VAR:-default}} with VAR made of letters, digits and '_'"
             )));
         }
-        match (std::env::var(name).ok().filter(|v| !v.is_empty() || default.is_none()), default) {
+        let value = match std::env::var(name) {
+            Ok(v) => Some(v),
+            Err(std::env::VarError::NotPresent) => None,
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(Error::config(format!(
+                    "{key}: environment variable {name} is set but its value is not UTF-8; \
+                     set it to UTF-8 text"
+                )))
+            }
+        };
+        match (value.filter(|v| !v.is_empty() || default.is_none()), default) {
             (Some(v), _) => out.push_str(&v),
             (None, Some(d)) => out.push_str(d),
             (None, None) => {
@@ -689,7 +879,7 @@ mod tests {
             ("cosid: {machine: {static: {slot: 1}, lease: {}}}", "both"),
             (
                 "cosid: {snowflake: {sequence-bits: 0}}",
-                "zero sequence bits",
+                "sequence-bits 0 is out of range; use 1 to 30",
             ),
             (
                 "cosid: {snowflake: {timestamp-unit: h}}",
@@ -710,6 +900,124 @@ mod tests {
             let e = err(yaml);
             assert!(e.contains(needle), "{yaml}: {e}");
         }
+    }
+
+    #[test]
+    fn each_bit_width_names_its_own_range() {
+        for (yaml, needle) in [
+            (
+                "cosid: {snowflake: {sequence-bits: 300}}",
+                "sequence-bits 300 is out of range; use 1 to 30",
+            ),
+            (
+                "cosid: {snowflake: {node-bits: 21}}",
+                "node-bits 21 is out of range; use 1 to 20",
+            ),
+            (
+                "cosid: {snowflake: {timestamp-bits: 64}}",
+                "timestamp-bits 64 is out of range; use 8 to 61",
+            ),
+        ] {
+            let e = err(yaml);
+            assert!(e.contains(needle), "{yaml}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_huge_integer_is_named_plainly() {
+        let e = err("cosid:\n  snowflake:\n    timestamp-bits: 99999999999999999999999\n");
+        assert!(!e.contains("u128"), "{e}");
+        assert!(
+            e.contains("the number 99999999999999999999999 is too large"),
+            "{e}"
+        );
+        assert!(e.contains("line 3"), "{e}");
+    }
+
+    #[test]
+    fn keys_that_are_not_text_are_named_as_written() {
+        let e = err("cosid: {1: x}");
+        assert!(e.contains("unknown key 'cosid.1'"), "{e}");
+        assert!(!e.contains("Number"), "{e}");
+    }
+
+    #[test]
+    fn deep_or_huge_text_is_refused_before_parsing() {
+        let deep = format!("cosid: {}", "[".repeat(100_000));
+        let e = err(&deep);
+        assert!(e.contains("deeper than 64 levels"), "{e}");
+        let deep_maps = format!("cosid: {}", "{a: ".repeat(65));
+        assert!(err(&deep_maps).contains("deeper than 64"));
+        let huge = format!("cosid: {{namespace: '{}'}}", "x".repeat(MAX_CONFIG_BYTES));
+        let e = err(&huge);
+        assert!(e.contains("the limit is 1048576 bytes"), "{e}");
+        // Brackets inside quoted strings and comments do not count.
+        let quoted = format!(
+            "cosid: {{namespace: '{}'}} # {}\n",
+            "[".repeat(100),
+            "{".repeat(100)
+        );
+        assert_eq!(
+            Config::from_yaml(&quoted).unwrap().namespace,
+            "[".repeat(100)
+        );
+    }
+
+    #[test]
+    fn a_structured_value_is_taken_literally() {
+        std::env::set_var("COSID_TEST_LITERAL", "expanded");
+        let doc: Value = serde_yaml_ng::from_str(
+            "cosid: {namespace: '${COSID_TEST_LITERAL}', machine: {lease: {store: 'memory:', owner-key: '${HOME}'}}}",
+        )
+        .unwrap();
+        let c = Config::from_value(&doc).unwrap();
+        assert_eq!(c.namespace, "${COSID_TEST_LITERAL}");
+        let Machine::Lease(l) = c.machine else {
+            panic!()
+        };
+        assert_eq!(l.owner_key.as_deref(), Some("${HOME}"));
+        // The same text as configuration text expands.
+        let c = Config::from_yaml("cosid: {namespace: '${COSID_TEST_LITERAL}'}").unwrap();
+        assert_eq!(c.namespace, "expanded");
+    }
+
+    #[test]
+    fn a_variable_that_is_not_utf8_is_an_error_naming_it() {
+        use std::os::unix::ffi::OsStringExt;
+        std::env::set_var(
+            "COSID_TEST_NOT_UTF8",
+            std::ffi::OsString::from_vec(vec![b'a', 0xff]),
+        );
+        let e = expand_env("${COSID_TEST_NOT_UTF8:-fallback}", "cosid.namespace").unwrap_err();
+        assert!(e.message().contains("COSID_TEST_NOT_UTF8"), "{e}");
+        assert!(e.message().contains("not UTF-8"), "{e}");
+    }
+
+    #[test]
+    fn messages_never_echo_a_value_around_a_reference() {
+        let e = err("cosid: {machine: {lease: {store: 'redis://:SECRET@h${X'}}}");
+        assert!(!e.contains("SECRET"), "{e}");
+        assert!(e.contains("cosid.machine.lease.store"), "{e}");
+        let e = err("cosid: {machine: {lease: {store: 'redis://:SECRET@h${A B}'}}}");
+        assert!(!e.contains("SECRET"), "{e}");
+        let c =
+            Config::from_yaml("cosid: {machine: {lease: {store: 'redis://u:SECRET@h'}}}").unwrap();
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("SECRET") && shown.contains("redis://u:***@h"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn lease_checks_apply_to_values_set_after_parsing() {
+        let mut l = LeaseConfig {
+            store: "memory:".into(),
+            ..LeaseConfig::default()
+        };
+        assert!(l.check().is_ok());
+        l.ttl = Duration::ZERO;
+        assert!(l.check().unwrap_err().message().contains("ttl 0"));
     }
 
     #[test]
