@@ -367,8 +367,18 @@ pub fn default_owner_key() -> String {
     format!("{host}:{}", std::process::id())
 }
 
+/// The configured owner key, or `host:pid` for the first runtime of this process and
+/// `host:pid#N` for the N-th: two runtimes of one process on one namespace are two owners, not
+/// one owner seen twice (which would raise `duplicate_owner_key`).
 fn owner_key(lease: &LeaseConfig) -> String {
-    lease.owner_key.clone().unwrap_or_else(default_owner_key)
+    static RUNTIMES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    lease
+        .owner_key
+        .clone()
+        .unwrap_or_else(|| match RUNTIMES.fetch_add(1, Ordering::Relaxed) {
+            0 => default_owner_key(),
+            n => format!("{}#{}", default_owner_key(), n + 1),
+        })
 }
 
 impl Runtime {
@@ -806,6 +816,26 @@ mod tests {
         let store = crate::store::open("memory:rt2").unwrap();
         let snap = store.snapshot("rt").unwrap();
         assert!(snap.slots.slots.iter().all(|r| r.value.owner.is_none()));
+    }
+
+    #[test]
+    fn two_runtimes_of_one_process_are_two_owners_not_a_duplicate_key() {
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let ev = events.clone();
+        let a = Runtime::new(memory_config("rt-two-owners")).unwrap();
+        let b = Runtime::builder()
+            .config(memory_config("rt-two-owners"))
+            .on_event(move |e| ev.lock().unwrap().push(e.name()))
+            .build()
+            .unwrap();
+        let (la, lb) = (a.lease().unwrap(), b.lease().unwrap());
+        assert_ne!(la.slot, lb.slot);
+        assert_ne!(la.owner.key, lb.owner.key);
+        assert!(
+            !events.lock().unwrap().contains(&"duplicate_owner_key"),
+            "{:?}",
+            events.lock().unwrap()
+        );
     }
 
     #[test]

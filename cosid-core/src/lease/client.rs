@@ -335,7 +335,9 @@ impl LeaseClient {
             ErrorKind::Exhausted,
             format!(
                 "all {} slots of namespace '{}' are held by live leases; the earliest expires at {} \
-                 (in {}); raise bits or wait",
+                 (in {}); wait for it, or give the namespace more slots: \
+                 cosid.machine.lease.bits can grow up to the layout's node-bits, and past those \
+                 only a new namespace with a wider layout helps",
                 self.limit,
                 self.namespace,
                 crate::time::format_rfc3339_ms(earliest),

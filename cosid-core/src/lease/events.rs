@@ -105,7 +105,9 @@ impl fmt::Display for Event {
             Event::SlotLost { slot, reason } => write!(f, "slot {slot} lost: {reason}"),
             Event::DuplicateOwnerKey { slot, key } => write!(
                 f,
-                "owner key '{key}' is already held by another live process on slot {slot}"
+                "owner key '{key}' is already held on slot {slot} by another live runtime (another \
+                 process, or another runtime of this one); this runtime took another slot. Give \
+                 each runtime its own owner key"
             ),
             Event::ClockSkew { skew_ms } => {
                 write!(f, "local clock differs from the store's by {skew_ms} ms")
