@@ -15,9 +15,11 @@
  * - No function lets a Rust panic reach C: it becomes COSID_ERR_PANIC.
  * - Threads: a cosid_runtime and a cosid_generator may be used from any number of threads at
  *   once (cosid_next is lock-free). Only their _free must not race with other uses.
- * - fork(): in a child of the process that built a runtime, that runtime's cosid_next (and
- *   every generator's) returns COSID_ERR_FORKED; the parent keeps its slot. Build a new runtime
- *   in the child.
+ * - fork(): a child never issues on its parent's slot. Under the default `cosid.fork: new-slot`
+ *   a runtime the child inherited (and every generator of it, obtained before or after the fork)
+ *   takes a slot of its own on first use in the child; under `fork: fail`, with a `memory:`
+ *   store or a static slot, its calls return COSID_ERR_FORKED. The parent keeps its slot, and
+ *   closing or freeing the inherited runtime in the child leaves the parent's alone.
  */
 
 #ifndef COSID_H
@@ -111,7 +113,8 @@ enum cosid_status
   COSID_ERR_CLOSED = 7,
   /**
    * This process is a `fork()` child of the process that built the runtime, which still holds
-   * the slot. Build a new runtime in the child.
+   * the slot, and the runtime may not take a slot of its own here (`cosid.fork: fail`, a
+   * `memory:` store, or a static slot). Build a new runtime in the child.
    */
   COSID_ERR_FORKED = 8,
   /**
@@ -485,7 +488,8 @@ cosid_status cosid_runtime_new(const char *config, struct cosid_runtime **out);
  * a renewal.
  *
  * Errors: `COSID_ERR_NULL_ARGUMENT`, `COSID_ERR_CLOSED` (after `cosid_runtime_close`),
- * `COSID_ERR_FORKED` (in a `fork()` child of the process that built the runtime),
+ * `COSID_ERR_FORKED` (in a `fork()` child of the process that built the runtime, when the
+ * runtime may not take a slot of its own there: see `cosid.fork`),
  * `COSID_ERR_SLOT_LOST`, `COSID_ERR_WINDOW_CLOSED`, `COSID_ERR_CLOCK_BEHIND`,
  * `COSID_ERR_TIMEOUT`.
  *
@@ -512,15 +516,15 @@ cosid_status cosid_next_batch(const struct cosid_runtime *rt, uint64_t *out, siz
 /**
  * Ordered shutdown: every generator of the runtime closes (no id is issued after this call
  * returns), the keeper thread stops, and the slot is released to the store with the exact last
- * issued timestamp, so the next holder of the slot starts above it. The event callback, if any,
+ * issued timestamp, so the next holder of the slot starts above it. In a `fork()` child it
+ * releases the child's own slot if it took one, and leaves the parent's slot to the parent. The event callback, if any,
  * sees `COSID_EVENT_SLOT_RELEASED` on the calling thread.
  *
  * The handle stays valid: later calls return `COSID_ERR_CLOSED` (`cosid_parse` and
  * `cosid_runtime_stats` keep working) until `cosid_runtime_free`.
  *
  * Errors: `COSID_ERR_NULL_ARGUMENT`; `COSID_ERR_CLOSED` if the runtime was already closed (a
- * second close is harmless); `COSID_ERR_FORKED` in a `fork()` child (the generators are closed
- * in the child, and the parent's slot is left to the parent); `COSID_ERR_STORE` if the release
+ * second close is harmless); `COSID_ERR_STORE` if the release
  * could not be written (the lease then expires after its ttl, and no id is lost or duplicated);
  * `COSID_ERR_INVALID_ARGUMENT` if called from inside this runtime's own event callback.
  *

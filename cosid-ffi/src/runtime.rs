@@ -126,7 +126,8 @@ pub extern "C" fn cosid_runtime_new(
 /// a renewal.
 ///
 /// Errors: `COSID_ERR_NULL_ARGUMENT`, `COSID_ERR_CLOSED` (after `cosid_runtime_close`),
-/// `COSID_ERR_FORKED` (in a `fork()` child of the process that built the runtime),
+/// `COSID_ERR_FORKED` (in a `fork()` child of the process that built the runtime, when the
+/// runtime may not take a slot of its own there: see `cosid.fork`),
 /// `COSID_ERR_SLOT_LOST`, `COSID_ERR_WINDOW_CLOSED`, `COSID_ERR_CLOCK_BEHIND`,
 /// `COSID_ERR_TIMEOUT`.
 ///
@@ -214,15 +215,15 @@ fn write_run(generator: &Generator, r: &Reservation, out: &mut [u64]) {
 
 /// Ordered shutdown: every generator of the runtime closes (no id is issued after this call
 /// returns), the keeper thread stops, and the slot is released to the store with the exact last
-/// issued timestamp, so the next holder of the slot starts above it. The event callback, if any,
+/// issued timestamp, so the next holder of the slot starts above it. In a `fork()` child it
+/// releases the child's own slot if it took one, and leaves the parent's slot to the parent. The event callback, if any,
 /// sees `COSID_EVENT_SLOT_RELEASED` on the calling thread.
 ///
 /// The handle stays valid: later calls return `COSID_ERR_CLOSED` (`cosid_parse` and
 /// `cosid_runtime_stats` keep working) until `cosid_runtime_free`.
 ///
 /// Errors: `COSID_ERR_NULL_ARGUMENT`; `COSID_ERR_CLOSED` if the runtime was already closed (a
-/// second close is harmless); `COSID_ERR_FORKED` in a `fork()` child (the generators are closed
-/// in the child, and the parent's slot is left to the parent); `COSID_ERR_STORE` if the release
+/// second close is harmless); `COSID_ERR_STORE` if the release
 /// could not be written (the lease then expires after its ttl, and no id is lost or duplicated);
 /// `COSID_ERR_INVALID_ARGUMENT` if called from inside this runtime's own event callback.
 ///

@@ -34,7 +34,8 @@ pub enum cosid_status {
     /// while a generator handle lived on). Also returned by a second `cosid_runtime_close`.
     COSID_ERR_CLOSED = 7,
     /// This process is a `fork()` child of the process that built the runtime, which still holds
-    /// the slot. Build a new runtime in the child.
+    /// the slot, and the runtime may not take a slot of its own here (`cosid.fork: fail`, a
+    /// `memory:` store, or a static slot). Build a new runtime in the child.
     COSID_ERR_FORKED = 8,
     /// An argument is out of range or malformed: an id string, a generator name, a layout, a
     /// misaligned pointer, or a call that is not allowed where it was made.
