@@ -161,9 +161,26 @@ pub const MAX_CONFIG_BYTES: usize = 1 << 20;
 /// The deepest nesting of brackets (`[`, `{`) accepted in configuration text (the schema needs 4).
 pub const MAX_CONFIG_DEPTH: usize = 64;
 
-/// The embedded store's default location: `$XDG_STATE_HOME/cosid/slots.db`, else
-/// `~/.local/state/cosid/slots.db`.
+/// The host-wide directory of the embedded default store. An administrator creates it once, for
+/// every service user of the host that must share slots (`install -d -m 2770 -g cosid
+/// /var/lib/cosid`, and those users in group `cosid`).
+pub const HOST_STORE_DIR: &str = "/var/lib/cosid";
+
+/// The embedded store's default location, which decides who is coordinated (only processes
+/// that open the same file are):
+/// 1. `/var/lib/cosid/slots.db` when `/var/lib/cosid` is a directory this process may write:
+///    every process of the host whose user may write there;
+/// 2. else `$XDG_STATE_HOME/cosid/slots.db`, else `~/.local/state/cosid/slots.db`: the
+///    processes of this user on this host (in this container) only. Two users, or two
+///    containers, each get a file of their own and are NOT coordinated with each other.
 pub fn default_store_path() -> Result<PathBuf> {
+    default_store_path_with(Path::new(HOST_STORE_DIR))
+}
+
+fn default_store_path_with(host: &Path) -> Result<PathBuf> {
+    if host.is_dir() && writable_dir(host) {
+        return Ok(host.join("slots.db"));
+    }
     if let Some(x) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(x).join("cosid").join("slots.db"));
     }
@@ -521,13 +538,17 @@ impl<'a> Keys<'a> {
                 Value::Null => "null".to_string(),
                 other => format!("({})", type_name(other)),
             };
-            // A key is shown, so a URL pasted as a key must not show its password.
-            let name = crate::store::redact(&name);
+            // A key is shown, so a URL or connection string pasted as a key is not.
+            let shown = if name.contains(['@', '=', ' ']) || name.contains("//") {
+                "(a key that looks like a URL or connection string, not shown)".to_string()
+            } else {
+                name.clone()
+            };
             if !self.taken.contains(&name) {
                 let full = if self.path.is_empty() {
-                    name.clone()
+                    shown
                 } else {
-                    format!("{}.{name}", self.path)
+                    format!("{}.{shown}", self.path)
                 };
                 let hint = self
                     .taken
@@ -792,9 +813,37 @@ fn boolean(v: &Value, key: &str) -> Result<bool> {
     }
 }
 
+/// Whether this process may create files in `dir` (access(2) with the real ids, as a service
+/// would open it).
+fn writable_dir(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a valid NUL-terminated path; access only reads it.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) == 0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_store_is_host_wide_where_the_host_directory_is_writable() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            default_store_path_with(dir.path()).unwrap(),
+            dir.path().join("slots.db")
+        );
+        let missing = dir.path().join("no-such-dir");
+        let per_user = default_store_path_with(&missing).unwrap();
+        assert!(
+            per_user.ends_with("cosid/slots.db"),
+            "{}",
+            per_user.display()
+        );
+        assert!(!per_user.starts_with(&missing));
+    }
     use crate::error::ErrorKind;
 
     fn err(yaml: &str) -> String {
@@ -1004,7 +1053,7 @@ mod tests {
             Config::from_yaml("cosid: {machine: {lease: {store: 'redis://u:SECRET@h'}}}").unwrap();
         let shown = format!("{c:?}");
         assert!(
-            !shown.contains("SECRET") && shown.contains("redis://u:***@h"),
+            !shown.contains("SECRET") && shown.contains("redis://***@h"),
             "{shown}"
         );
     }

@@ -143,6 +143,13 @@ impl Layout {
                 self.sequence_bits
             )));
         }
+        // Before any width is used in a shift (64 timestamp bits would overflow one).
+        if total > 63 {
+            return Err(Error::config(format!(
+                "{} uses {total} bits; a layout has at most 63",
+                describe()
+            )));
+        }
         // The layout's end, in ms, must fit an i64 (54+ bits of seconds would overflow). When
         // the span alone fits, the epoch is what pushes the end past it: name the epoch.
         let span = ((self.max_timestamp() as i128) + 1) * self.unit.ms() as i128;
@@ -161,12 +168,6 @@ impl Layout {
                 describe(),
                 self.timestamp_bits,
                 self.unit.name()
-            )));
-        }
-        if total > 63 {
-            return Err(Error::config(format!(
-                "{} uses {total} bits; a layout has at most 63",
-                describe()
             )));
         }
         if self.js_safe && total > JS_SAFE_BITS as u32 {
@@ -416,6 +417,14 @@ mod tests {
         let e = Layout::new(before_1970, TimeUnit::Millis, 41, 10, 12, false).unwrap_err();
         assert!(e.message().contains("1960-01-01T00:00:00"), "{e}");
         assert!(!e.message().contains("-315619200000"), "{e}");
+    }
+
+    /// 64 timestamp bits once overflowed a shift before the total was checked (found by the
+    /// parse_id fuzz check).
+    #[test]
+    fn a_64_bit_timestamp_is_refused_not_a_panic() {
+        let e = Layout::new(COSID_EPOCH_MS, TimeUnit::Millis, 64, 1, 1, false).unwrap_err();
+        assert!(e.message().contains("at most 63"), "{e}");
     }
 
     #[test]

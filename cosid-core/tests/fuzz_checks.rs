@@ -43,4 +43,45 @@ proptest! {
     ) {
         checks::parse_time(text.as_bytes());
     }
+
+}
+
+/// A password whose letter-and-digit runs are recognisable, joined by the characters that end a
+/// part of a URL or a connection string (`/`, `?`, `#`, `@`, `:`, `&`, `=`, space, …).
+fn password() -> impl Strategy<Value = String> {
+    let run = "[A-Z][0-9][A-Z0-9]{3,6}";
+    let sep = prop::sample::select(vec![
+        "/", "?", "#", "@", ":", "&", "=", " ", "%", ";", ",", "'", "\"", "\\", "!", "[", "]",
+        "@@", "?&", "//", "%40", "", "-", ".", "~",
+    ]);
+    (
+        prop::option::of(sep.clone()),
+        prop::collection::vec((run, sep), 1..4),
+        run,
+    )
+        .prop_map(|(lead, parts, last)| {
+            let mut p = lead.unwrap_or("").to_string();
+            for (r, s) in parts {
+                p.push_str(&r);
+                p.push_str(s);
+            }
+            p.push_str(&last);
+            p
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1500))]
+
+    /// A generated password in a store URL or connection string of any shape never appears in
+    /// an error, `Display` or `Debug` of the URL parser, the store opener or the configuration.
+    #[test]
+    fn credentials_never_show(sel in any::<u8>(), pw in password()) {
+        checks::credential_hidden(sel, &pw);
+    }
+
+    #[test]
+    fn credentials_on_arbitrary_bytes(data in prop::collection::vec(any::<u8>(), 0..40)) {
+        checks::credentials(&data);
+    }
 }

@@ -6,7 +6,8 @@
 //! `docs/fuzzing.md`); `cosid-core/tests/fuzz_checks.rs` includes this file and drives them with
 //! proptest, so the plain test command runs them too.
 //!
-//! A `parse_config` check (the configuration parser) belongs beside these.
+//! `credentials` feeds passwords of every shape to the URL parser, the store opener and the
+//! configuration parser and checks that no message shows them.
 
 use cosid_core::convert::{self, IdFormat};
 use cosid_core::time;
@@ -137,5 +138,146 @@ pub fn parse_time(data: &[u8]) {
             d,
             "{text:?}"
         );
+    }
+}
+
+/// The characters a fuzzed password is made of: upper-case letters and digits (so that a leaked
+/// piece of it is recognisable in any message) and every character that ends a part of a URL or
+/// a connection string.
+const PASSWORD_CHARS: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ0123456789/?#@:&=%; ,'\"\\![]*+~-._\t";
+
+/// The shapes a credential arrives in: `{s}` a scheme, `{u}` the user, `{p}` the password.
+const CREDENTIAL_SHAPES: [&str; 20] = [
+    "{s}://{u}:{p}@db.example:5432/ids",
+    "{s}://:{p}@db.example",
+    "{s}://{u}:{p}@db.example/ids?sslmode=require",
+    "{s}://db.example/ids?password={p}",
+    "{s}://db.example/ids?sslmode=require&password={p}&application_name=x",
+    "{s}://{u}:{p}@a.example:2379,b.example:2379",
+    "{s}:/{u}:{p}@db.example",
+    "{s}//{u}:{p}@db.example",
+    "host=db.example user={u} password={p} dbname=ids",
+    "{s}:host=db.example password={p}",
+    "{u}:{p}@db.example",
+    "{s}://{u}:{p}@",
+    "{s}://{p}@db.example",
+    "{s}://{u}:{p}@db.example/ids?sslpassword={p}",
+    " {s}://{u}:{p}@db.example:6379/0 ",
+    "{s}://{u}:{p}@[::1]:5432/ids",
+    "{s}://{u}:{p}@db.example/ids#frag",
+    "{p}",
+    "{p}@db.example",
+    "{s}://db.example/?cacert=/x&password={p}",
+];
+
+const CREDENTIAL_SCHEMES: [&str; 11] = [
+    "redis",
+    "rediss",
+    "postgres",
+    "postgresql",
+    "etcd",
+    "etcds",
+    "REDIS",
+    "memory",
+    "sqlite",
+    "ftp",
+    "",
+];
+
+/// The recognisable pieces of a password: its runs of five or more letters and digits that hold
+/// both (no message of cosid's own has such a run).
+pub fn password_marks(password: &str) -> Vec<String> {
+    password
+        .split(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit()))
+        .filter(|run| {
+            run.len() >= 5
+                && run.chars().any(|c| c.is_ascii_digit())
+                && run.chars().any(|c| c.is_ascii_uppercase())
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Target `credentials`: a password made of the bytes, embedded in store URLs and connection
+/// strings of every shape (the first byte picks the shape and the scheme), given to the URL
+/// parser, the store opener and the configuration parser. No error, `Display` or `Debug` of any
+/// of them may hold a recognisable piece of the password.
+pub fn credentials(data: &[u8]) {
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
+    let password: String = rest
+        .iter()
+        .map(|b| PASSWORD_CHARS[*b as usize % PASSWORD_CHARS.len()] as char)
+        .collect();
+    credential_hidden(sel, &password);
+}
+
+/// The check of [`credentials`] for one shape selector and password.
+pub fn credential_hidden(sel: u8, password: &str) {
+    use cosid_core::config::Config;
+    use cosid_core::store::StoreUrl;
+
+    let marks = password_marks(password);
+    if marks.is_empty() {
+        return;
+    }
+    let shape = CREDENTIAL_SHAPES[sel as usize % CREDENTIAL_SHAPES.len()];
+    let scheme =
+        CREDENTIAL_SCHEMES[sel as usize / CREDENTIAL_SHAPES.len() % CREDENTIAL_SCHEMES.len()];
+    let text = shape
+        .replace("{s}", scheme)
+        .replace("{u}", "app")
+        .replace("{p}", password);
+
+    let mut shown: Vec<String> = Vec::new();
+    let error = |e: cosid_core::Error| [e.to_string(), format!("{e:?}")];
+    match StoreUrl::parse(&text) {
+        Ok(url) => {
+            shown.push(url.to_string());
+            shown.push(format!("{url:?}"));
+            shown.push(url.redacted());
+            // A SQLite URL would create a file; the others open without connecting.
+            if !matches!(url, StoreUrl::Sqlite { .. }) {
+                match cosid_core::store::open(&text) {
+                    Ok(store) => {
+                        shown.push(store.describe());
+                        shown.push(format!("{store:?}"));
+                    }
+                    Err(e) => shown.extend(error(e)),
+                }
+            }
+        }
+        Err(e) => shown.extend(error(e)),
+    }
+
+    // The same text in a configuration: as the store, around an unclosed or invalid `${`, and
+    // (when it is a URL or a connection string, not a bare word) pasted where a key goes.
+    let quoted = text.replace('\'', "''");
+    let lease = "cosid:\n  machine:\n    lease:\n";
+    let mut docs = vec![
+        format!("{lease}      store: '{quoted}'\n"),
+        format!("{lease}      store: '{quoted}${{'\n"),
+        format!("{lease}      store: '${{{quoted}'\n"),
+        format!("{lease}      store: '{quoted}${{A B}}'\n"),
+    ];
+    if text.contains(['@', '=', ' ']) || text.contains("//") {
+        docs.push(format!(
+            "{lease}      store: 'memory:'\n      '{quoted}': 1\n"
+        ));
+    }
+    for doc in docs {
+        match Config::from_yaml(&doc) {
+            Ok(c) => shown.push(format!("{c:?}")),
+            Err(e) => shown.extend(error(e)),
+        }
+    }
+    for s in &shown {
+        for m in &marks {
+            assert!(
+                !s.contains(m.as_str()),
+                "{text:?}: the password piece {m:?} shows in {s:?}"
+            );
+        }
     }
 }

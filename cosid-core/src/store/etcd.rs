@@ -94,7 +94,14 @@ fn parse(raw: &str, name: &str) -> Result<Parsed> {
         "etcds" => true,
         _ => return Err(bad("is not etcd:// or etcds://")),
     };
-    // The hosts follow the last '@' (a password may hold '/', '?' or '@').
+    // The hosts follow the last '@' (a password may hold '/' or '@'). An '@' after a '?' cannot
+    // be placed (a query value's, or a password's that holds '?'): refused rather than guessed,
+    // so that no piece of a password is ever taken for a host.
+    if rest.find('?').is_some_and(|q| rest[q..].contains('@')) {
+        return Err(bad(
+            "has an '@' after a '?'; percent-encode '@' and '?' in a password (%40, %3F)",
+        ));
+    }
     let hosts_start = rest.rfind('@').map_or(0, |i| i + 1);
     let (authority, tail) = match rest[hosts_start..].find(['/', '?']) {
         Some(i) => rest.split_at(hosts_start + i),

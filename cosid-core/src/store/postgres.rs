@@ -823,7 +823,7 @@ mod tests {
             let e = PostgresStore::open(&StoreUrl::parse(url).unwrap()).unwrap_err();
             assert_eq!(e.kind(), crate::error::ErrorKind::Config, "{e}");
             assert!(!e.to_string().contains("hunter2"), "{e}");
-            assert!(e.to_string().contains("u:***@h"), "{e}");
+            assert!(e.to_string().contains("postgres://***@h"), "{e}");
         }
         let e = PostgresStore::open(
             &StoreUrl::parse("postgres://h/db?sslmode=verify-ca&sslrootcert=/nonexistent.pem")

@@ -42,10 +42,12 @@ impl StoreUrl {
     /// shape): the message shows its scheme at most.
     pub fn parse(text: &str) -> Result<StoreUrl> {
         let t = text.trim();
+        // Only a scheme cosid knows is shown: any other text before a ':' may be a user name
+        // or a password (`SECRET@host:1`).
         let scheme_shown = t
             .split_once(':')
             .map(|(s, _)| s)
-            .filter(|s| looks_like_scheme(s));
+            .filter(|s| KNOWN_SCHEMES.contains(&s.to_ascii_lowercase().as_str()));
         let bad = |why: &str| {
             let what = match scheme_shown {
                 Some(s) => format!("store URL '{s}:…'"),
@@ -94,7 +96,7 @@ impl StoreUrl {
                 Self::network(t, rest, &bad).map(|url| StoreUrl::Postgres { url })
             }
             "etcd" | "etcds" => Self::network(t, rest, &bad).map(|url| StoreUrl::Etcd { url }),
-            _ if scheme_shown.is_some() => Err(bad("has an unknown scheme")),
+            _ if looks_like_scheme(scheme) => Err(bad("has an unknown scheme")),
             _ => Err(bad("has no scheme")),
         }
     }
@@ -135,6 +137,18 @@ impl StoreUrl {
     }
 }
 
+/// The schemes of [`StoreUrl::parse`].
+const KNOWN_SCHEMES: [&str; 8] = [
+    "memory",
+    "sqlite",
+    "redis",
+    "rediss",
+    "postgres",
+    "postgresql",
+    "etcd",
+    "etcds",
+];
+
 /// A URL scheme as RFC 3986 writes it (a letter, then letters, digits, `+`, `-`, `.`), short.
 fn looks_like_scheme(s: &str) -> bool {
     let mut chars = s.chars();
@@ -154,52 +168,48 @@ fn is_secret_key(key: &str) -> bool {
 /// Removes credentials from a URL by its structure, whatever characters they hold:
 ///
 /// * everything between `//` and the **last** `@` (the user information, whose password may
-///   hold `/`, `?`, `#`, `:` or `@`) becomes `***`, keeping a plain user name before a `:`;
-/// * from the first query parameter whose key names a credential (`password`, `sslpassword`,
-///   `token`, …) to the end, the text becomes `***` (its value may hold `&` or `#`).
+///   hold `/`, `?`, `#`, `:` or `@`) becomes `***`, user name included;
+/// * from the value of the first query parameter whose key names a credential (`password`,
+///   `sslpassword`, `token`, …) to the end, the text becomes `***` (the value may hold `&`, `#`
+///   or `@`).
 ///
-/// `scheme://user:secret@host/…?sslmode=require&password=x` becomes
-/// `scheme://user:***@host/…?sslmode=require&password=***`.
+/// Where the two overlap, both are hidden. `scheme://user:secret@host/…?sslmode=require&password=x`
+/// becomes `scheme://***@host/…?sslmode=require&password=***`.
 pub fn redact(url: &str) -> String {
-    let (head, authority_start) = match url.find("//") {
-        Some(i) => (&url[..i + 2], i + 2),
-        None => ("", 0),
-    };
-    let rest = &url[authority_start..];
-    let (user_shown, after_user) = match rest.rfind('@') {
-        Some(at) => {
-            let userinfo = &rest[..at];
-            let plain = |u: &str| {
-                u.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-._~%".contains(c))
-            };
-            let shown = match userinfo.split_once(':') {
-                Some((user, _)) if plain(user) => format!("{user}:***@"),
-                _ => "***@".to_string(),
-            };
-            (shown, &rest[at + 1..])
+    let authority = url.find("//").map_or(0, |i| i + 2);
+    let mut hidden: Vec<(usize, usize)> = Vec::new();
+    if let Some(at) = url[authority..].rfind('@').map(|i| authority + i) {
+        // The user name too: where a password holds ':' (or is written without a user), the
+        // text before the first ':' is a piece of it.
+        hidden.push((authority, at));
+    }
+    if let Some(value) = first_secret_value(url) {
+        hidden.push((value, url.len()));
+    }
+    hidden.sort_unstable();
+    let mut out = String::with_capacity(url.len());
+    let mut pos = 0;
+    for (start, end) in hidden {
+        if end <= pos && start < pos {
+            continue; // inside a range already hidden
         }
-        None => (String::new(), rest),
-    };
-    let tail = match after_user.find('?') {
-        Some(q) => {
-            let (before, query) = after_user.split_at(q + 1);
-            let mut kept = Vec::new();
-            for kv in query.split('&') {
-                match kv.split_once('=') {
-                    // The value and everything after it: the value may hold '&' or '#'.
-                    Some((k, _)) if is_secret_key(k) => {
-                        kept.push(format!("{k}=***"));
-                        break;
-                    }
-                    _ => kept.push(kv.to_string()),
-                }
-            }
-            format!("{before}{}", kept.join("&"))
+        if start >= pos {
+            out.push_str(&url[pos..start]);
+            out.push_str("***");
         }
-        None => after_user.to_string(),
-    };
-    format!("{head}{user_shown}{tail}")
+        pos = pos.max(end);
+    }
+    out.push_str(&url[pos..]);
+    out
+}
+
+/// Where the value of the first credential parameter (`?password=`, `&token=`, …) starts.
+fn first_secret_value(url: &str) -> Option<usize> {
+    url.match_indices(['?', '&']).find_map(|(i, _)| {
+        let rest = &url[i + 1..];
+        let eq = rest.find(['=', '&', '?'])?;
+        (rest.as_bytes()[eq] == b'=' && is_secret_key(&rest[..eq])).then_some(i + 1 + eq + 1)
+    })
 }
 
 impl fmt::Display for StoreUrl {
@@ -253,7 +263,7 @@ mod tests {
         for (bad, shown) in [
             ("", "the store URL is empty"),
             ("slots.db", "the store URL has no scheme"),
-            ("ftp://x", "'ftp:…' has an unknown scheme"),
+            ("ftp://x", "the store URL has an unknown scheme"),
             ("sqlite:/x", "'sqlite:…' must start with sqlite://"),
             ("sqlite://", "'sqlite:…' has no file path"),
             ("redis://", "'redis:…' has no host"),
@@ -274,8 +284,8 @@ mod tests {
             !shown.contains("s3cret") && !shown.contains("x2"),
             "{shown}"
         );
-        assert!(shown.contains("app:***@db"));
-        assert_eq!(redact("redis://:pw@h:1/0"), "redis://:***@h:1/0");
+        assert!(shown.contains("postgres://***@db:5432/ids?sslmode=require&password=***"));
+        assert_eq!(redact("redis://:pw@h:1/0"), "redis://***@h:1/0");
         assert_eq!(redact("redis://h:1/0"), "redis://h:1/0");
     }
 
@@ -297,6 +307,7 @@ mod tests {
             "redis//:SECRET@h",
             "redis:/:SECRET@h",
             "SECRET@h:1",
+            "SECRET:x@h",
             "u:SECRET@h",
             "etcd://u:pa/SECRET@h:2379",
             "memory:u:SECRET@h",
@@ -308,7 +319,11 @@ mod tests {
             };
             assert!(!shown.contains("SECRET"), "{text:?} shows {shown}");
         }
-        assert_eq!(redact("redis://:pa/SECRET@host/0"), "redis://:***@host/0");
-        assert_eq!(redact("redis://u:pa/SECRET@host/0"), "redis://u:***@host/0");
+        assert_eq!(redact("redis://:pa/SECRET@host/0"), "redis://***@host/0");
+        assert_eq!(redact("redis://SECRET:pa@host/0"), "redis://***@host/0");
+        assert_eq!(
+            redact("postgres://h/d?password=pa@SECRET&x=1"),
+            "postgres://***"
+        );
     }
 }
