@@ -328,7 +328,7 @@ class Ctx:
     # -- processes -----------------------------------------------------------------------------
     def spawn(self, label: str, key: str | None = None, skew: str | None = None, via_proxy: bool = False,
               rate: int | None = None, url: str | None = None, env: dict | None = None,
-              preferred_slot: int | None = None, lang: str = "cli") -> Proc:
+              preferred_slot: int | None = None, lang: str = "cli", extra: list | None = None) -> Proc:
         key = key or f"{self.namespace}-{label}"
         env = dict(self.cmd_env, **(env or {}))
         if lang == "node":
@@ -353,6 +353,7 @@ class Ctx:
                 label += "-c"
                 args = ["--store", url or self.url(via_proxy), "--namespace", self.namespace, "--owner-key", key,
                         "--ttl", TTL, "--tolerance", TOLERANCE, "--rate", str(rate or self.run.args.rate)]
+                args += extra or []
                 p = Proc(self, label, args, key, skew=skew, env=env, program=[self.run.cworker])
                 self.procs.append(p)
                 self.note(f"{label} started (C library)" + (" via proxy" if via_proxy else ""))

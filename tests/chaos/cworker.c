@@ -2,6 +2,12 @@
  * harness:
  *
  *   cworker --store URL --namespace NS --owner-key K --ttl 2s --tolerance 500ms --rate 1000
+ *           [--fork N]
+ *
+ * With --fork N it forks N children 0.5 s after its first id; each child keeps issuing through
+ * the runtime it inherited (which takes a slot of its own in the child: cosid.fork new-slot),
+ * on the same standard output. On SIGTERM the parent passes the signal to its children, waits
+ * for them, and fails if one of them failed.
  *
  * Prints one decimal id a line until SIGTERM or SIGINT, then closes the runtime (the slot is
  * released with the last id) and exits 0. Statuses the keeper is working on (slot lost, window
@@ -15,9 +21,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cosid.h"
+
+#define MAX_CHILDREN 16
 
 static volatile sig_atomic_t stop;
 
@@ -42,6 +53,8 @@ static double mono(void) {
 int main(int argc, char **argv) {
     const char *store = NULL, *ns = NULL, *key = NULL, *ttl = "2s", *tol = "500ms";
     double rate = 1000;
+    int forks = 0, nchildren = 0, is_child = 0;
+    pid_t children[MAX_CHILDREN];
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--store")) store = argv[i + 1];
         else if (!strcmp(argv[i], "--namespace")) ns = argv[i + 1];
@@ -49,7 +62,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--ttl")) ttl = argv[i + 1];
         else if (!strcmp(argv[i], "--tolerance")) tol = argv[i + 1];
         else if (!strcmp(argv[i], "--rate")) rate = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--fork")) forks = atoi(argv[i + 1]);
         else { fprintf(stderr, "cosid: error: unknown argument %s\n", argv[i]); return 64; }
+    }
+    if (forks < 0 || forks > MAX_CHILDREN) {
+        fprintf(stderr, "cosid: error: --fork %d: use 0 to %d\n", forks, MAX_CHILDREN);
+        return 64;
     }
     if (!store || !ns || !key || rate <= 0) {
         fprintf(stderr, "cosid: error: --store, --namespace and --owner-key are required\n");
@@ -97,6 +115,25 @@ int main(int argc, char **argv) {
             issued++;
             printf("%" PRIu64 "\n", id);
             if (issued % 20 == 0) fflush(stdout);
+            if (!is_child && nchildren < forks && mono() - start > 0.5) {
+                /* Nothing buffered may be written twice: flush before the fork. */
+                fflush(stdout);
+                fflush(stderr);
+                pid_t pid = fork();
+                if (pid < 0) {
+                    fprintf(stderr, "cosid: error: fork failed\n");
+                    code = 70;
+                    break;
+                }
+                if (pid == 0) {
+                    is_child = 1;
+                    nchildren = 0;
+                    start = mono();
+                    issued = 0;
+                } else {
+                    children[nchildren++] = pid;
+                }
+            }
             continue;
         }
         fflush(stdout);
@@ -117,6 +154,14 @@ int main(int argc, char **argv) {
         break;
     }
     fflush(stdout);
+    for (int i = 0; i < nchildren; i++) kill(children[i], SIGTERM);
+    for (int i = 0; i < nchildren; i++) {
+        int status = 0;
+        if (waitpid(children[i], &status, 0) != children[i] || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "cosid: error: forked child %d ended with status %d\n", (int)children[i], status);
+            if (code == 0) code = 71;
+        }
+    }
     st = cosid_runtime_close(rt);
     if (st != COSID_OK && code == 0) {
         last_error(err, sizeof err);

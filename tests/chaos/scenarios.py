@@ -542,6 +542,30 @@ scenario("issue4-8-processes", ["redis", "postgres"], procs_note="8 (one each fr
 
 
 # ------------------------------------------------------------------------------------------------
+# fork()
+
+
+@scenario("fork-after-start", ALL, procs_note="2 C library processes, each forking 3 children + 1 CLI",
+          why="each C process forks 3 children 0.5s after its first id; the children keep issuing through the "
+              "runtime they inherited (cosid.fork: new-slot) beside their parent until SIGTERM")
+def fork_after_start(ctx):
+    parents = [ctx.spawn(f"p{i}", lang="c", extra=["--fork", "3"]) for i in range(2)]
+    other = ctx.spawn("cli")
+    ctx.sleep(2.0)
+    ctx.sleep(EXPIRY_S)
+
+    def after():
+        for p in parents:
+            ctx.check(p.label.endswith("-c"), f"{p.label}: the C library worker was not built, so nothing forked")
+            slots = {decode(i)[1] for i in p.ids()}
+            ctx.event(f"{p.label} and its children issued on slots {sorted(slots)}")
+            # The parent keeps its slot; each child takes one of its own.
+            ctx.check(len(slots) >= 4, f"{p.label}: ids on {len(slots)} slots, expected the parent's and 3 children's")
+        ctx.check(bool(other.ids()), "the CLI process issued nothing")
+    ctx.after_checks.append(after)
+
+
+# ------------------------------------------------------------------------------------------------
 # Security
 
 
