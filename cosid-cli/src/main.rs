@@ -66,7 +66,8 @@ struct NextArgs {
     /// Print ids until SIGTERM or SIGINT, then shut down in order and exit 0.
     #[arg(long)]
     follow: bool,
-    /// With --follow: at most this many ids per second.
+    /// With --follow: at most this many ids per second (0.001 to 1000000000); a pause is not
+    /// made up for with a burst.
     #[arg(long, value_name = "PER_SECOND", requires = "follow")]
     rate: Option<f64>,
     /// Output format: dec, hex, base62 or json.
@@ -196,6 +197,14 @@ fn build_config(args: &RuntimeArgs) -> cosid_core::Result<Config> {
             if let Some(t) = &args.tolerance {
                 lease.tolerance = dur("--tolerance", t)?;
             }
+            // The checks a configuration file's values get, for the flags' values too.
+            lease.check().map_err(|e| {
+                let flagged = e
+                    .message()
+                    .replacen("cosid.machine.lease.ttl", "--ttl", 1)
+                    .replacen("cosid.machine.lease.tolerance", "--tolerance", 1);
+                Error::new(ErrorKind::Config, flagged)
+            })?;
         }
     }
     Ok(config)
@@ -229,18 +238,46 @@ pub(crate) fn render(layout: &Layout, format: OutFormat, id: u64) -> cosid_core:
 fn cmd_next(a: NextArgs) -> cosid_core::Result<()> {
     let format = out_format(&a.format)?;
     if let Some(rate) = a.rate {
-        if !(rate.is_finite() && rate > 0.0) {
+        if !(follow::MIN_RATE..=follow::MAX_RATE).contains(&rate) {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
-                format!("--rate {rate} must be a positive number of ids per second"),
+                format!(
+                    "--rate {rate} is out of range; give {} to {} ids per second",
+                    follow::MIN_RATE,
+                    follow::MAX_RATE
+                ),
             ));
         }
     }
     let config = build_config(&a.runtime)?;
-    if a.follow {
+    let rt = if a.follow {
         follow::install_signal_handlers();
-    }
-    let rt = Runtime::new(config)?;
+        // Waits that end at a signal, and the keeper's events on stderr (a store that fails
+        // shows why, not only the error ids then run into).
+        let built = Runtime::builder()
+            .config(config)
+            .clock(std::sync::Arc::new(follow::StopClock))
+            .on_event(|e| {
+                if !matches!(
+                    e,
+                    cosid_core::Event::SlotAcquired { .. } | cosid_core::Event::SlotReleased { .. }
+                ) {
+                    eprintln!("cosid: event: {}: {e}", e.name());
+                }
+            })
+            .build();
+        match built {
+            Ok(rt) => rt,
+            // Interrupted while waiting for a slot or the store: nothing was acquired.
+            Err(_) if follow::stopped() => {
+                eprintln!("cosid: stopped by a signal before a slot was acquired; nothing is held");
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+    } else {
+        Runtime::new(config)?
+    };
     let result = if a.follow {
         follow::run(&rt, format, a.rate)
     } else {
@@ -291,8 +328,41 @@ fn cmd_parse(a: ParseArgs) -> cosid_core::Result<()> {
     Ok(())
 }
 
+/// Opens a store that must exist already: `cosid slots` and `cosid migrate` read or change a
+/// store that runtimes use, so a mistyped SQLite path is an error, not a new empty database (and
+/// directories); an in-process `memory:` store is refused, as no runtime could share it.
+fn open_existing_store(
+    url: &str,
+    flag: &str,
+) -> cosid_core::Result<cosid_core::store::SharedStore> {
+    use cosid_core::store::StoreUrl;
+    match StoreUrl::parse(url)? {
+        StoreUrl::Sqlite { path } if !path.is_file() => {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!(
+                    "{flag}: there is no store file at '{}'; check the path (this command \
+                     reads an existing store and creates none)",
+                    path.display()
+                ),
+            ))
+        }
+        StoreUrl::Memory { .. } => {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!(
+                    "{flag}: a memory: store lives inside one process, so no runtime shares it \
+                     with this command; give the store URL the runtimes use"
+                ),
+            ))
+        }
+        _ => {}
+    }
+    cosid_core::store::open(url)
+}
+
 fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
-    let store = cosid_core::store::open(&a.store)?;
+    let store = open_existing_store(&a.store, "--store")?;
     let snap = store.snapshot(&a.namespace)?;
     let now = snap.slots.store_now;
     let Some(ns) = snap.namespace.map(|v| v.value) else {
@@ -300,7 +370,7 @@ fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
             ErrorKind::Config,
             format!(
                 "namespace '{}' does not exist in {}",
-                a.namespace,
+                printable(&a.namespace),
                 store.describe()
             ),
         ));
@@ -314,7 +384,7 @@ fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
         let _ = writeln!(
             out,
             "namespace {}  limit {}  tolerance {}ms  not-before {}  store time {}",
-            a.namespace,
+            printable(&a.namespace),
             ns.limit,
             ns.tolerance_ms,
             if ns.not_before_ms > 0 {
@@ -337,10 +407,12 @@ fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
             Some(_) if now >= r.expires_at => "expired",
             Some(_) => "held",
         };
+        // Owner keys come from any process: escaped, so that none can forge rows or drive the
+        // terminal.
         let holder = r
             .owner
             .as_ref()
-            .map(|o| o.key.clone())
+            .map(|o| printable(&o.key))
             .unwrap_or_else(|| "-".into());
         if a.json {
             let _ = writeln!(
@@ -372,6 +444,33 @@ fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
     Ok(())
 }
 
+/// Characters a terminal or a reader of JSON may act on: C0 and C1 controls, DEL, the line and
+/// paragraph separators, and the bidirectional formatting characters (which reorder what is
+/// shown around them).
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{061c}'
+        )
+        || ('\u{202a}'..='\u{202e}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
+}
+
+/// Text for the table: every character of [`needs_escape`] and the backslash as `\u{…}`
+/// escapes, so one value is one cell on one line.
+fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if needs_escape(c) => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn json_str(s: Option<&str>) -> String {
     match s {
         None => "null".into(),
@@ -381,7 +480,7 @@ fn json_str(s: Option<&str>) -> String {
                 match c {
                     '"' => out.push_str("\\\""),
                     '\\' => out.push_str("\\\\"),
-                    c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                    c if needs_escape(c) => out.push_str(&format!("\\u{:04x}", c as u32)),
                     c => out.push(c),
                 }
             }
@@ -412,7 +511,19 @@ fn cmd_migrate(a: MigrateArgs) -> cosid_core::Result<()> {
         return Ok(());
     }
     let url = a.store.as_deref().unwrap_or_default();
-    let store = cosid_core::store::open(url)?;
+    let store = open_existing_store(url, "--store")?;
+    // The namespace checks a runtime makes (its name), so that migrate cannot write a namespace
+    // no runtime could use.
+    LeaseClient::new(
+        store.clone(),
+        &a.namespace,
+        0,
+        cosid_core::lease::Terms {
+            ttl_ms: 1,
+            tolerance_ms: 0,
+        },
+    )
+    .map_err(|e| Error::new(ErrorKind::Config, format!("--namespace: {}", e.message())))?;
     let done = LeaseClient::raise_not_before(&store, &a.namespace, not_before)?;
     println!(
         "namespace {} in {}: every slot's next floor is now at least {}",
@@ -424,7 +535,10 @@ fn cmd_migrate(a: MigrateArgs) -> cosid_core::Result<()> {
         return Ok(());
     }
     for (slot, key) in &done.held_below {
-        eprintln!("cosid: warning: slot {slot} is held by '{key}' with a window that starts before --not-before; restart that process");
+        eprintln!(
+            "cosid: warning: slot {slot} is held by '{}' with a window that starts before --not-before; restart that process",
+            printable(key)
+        );
     }
     Err(Error::new(
         ErrorKind::InvalidArgument,

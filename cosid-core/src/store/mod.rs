@@ -34,7 +34,6 @@ pub mod sqlite;
 mod url;
 
 pub use url::StoreUrl;
-pub(crate) use url::redact;
 
 /// A namespace snapshot: its record (if any) and every slot record, read at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,273 @@
+//! The `cosid` command against hostile or careless input: each test runs the built binary.
+//!
+//! Waits on a child process are bounded by the test program's own timeout (scripts/test runs
+//! every test program under `timeout`), never by a timing assertion here.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, ChildStderr, Command, Output, Stdio};
+
+fn cosid() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cosid"));
+    c.env_remove("COSID_CONFIG");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    cosid().args(args).output().expect("cosid runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn signal(child: &Child, sig: libc::c_int) {
+    // SAFETY: kill(2) on our own child's pid.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+    assert_eq!(rc, 0, "kill failed");
+}
+
+/// Reads `stderr` line by line until one contains `needle`; returns the lines read.
+fn wait_for_line(stderr: &mut BufReader<ChildStderr>, needle: &str) -> String {
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let n = stderr.read_line(&mut line).expect("read stderr");
+        assert!(n > 0, "stderr ended before a line with {needle:?}: {seen}");
+        seen.push_str(&line);
+        if line.contains(needle) {
+            return seen;
+        }
+    }
+}
+
+/// A `cosid next --follow --rate 1` that holds the namespace's slot, returned once it printed
+/// its first id.
+fn holder(args: &[&str]) -> (Child, BufReader<std::process::ChildStdout>) {
+    let mut child = cosid()
+        .args(["next", "--follow", "--rate", "1"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn holder");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert!(
+        first.trim().parse::<u64>().is_ok(),
+        "the holder printed no id: {first:?}"
+    );
+    (child, out)
+}
+
+fn stop(mut child: Child, sig: libc::c_int) -> std::process::ExitStatus {
+    signal(&child, sig);
+    child.wait().expect("wait")
+}
+
+fn exhausted_config(dir: &Path) -> String {
+    let path = dir.join("exhausted.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "cosid:\n  namespace: hold\n  machine:\n    lease:\n      store: sqlite://{}/s.db\n      bits: 0\n      ttl: 30s\n      acquire-timeout: 300s\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn a_rate_out_of_range_is_a_clear_error_not_a_panic() {
+    for rate in [
+        "1e-300", "1e-19", "5e-324", "0", "-1", "NaN", "inf", "2e9", "0.0009",
+    ] {
+        let flag = format!("--rate={rate}");
+        let o = run(&["next", "--follow", "--store", "memory:", &flag]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "--rate {rate}: {e}");
+        assert!(e.contains("--rate") && e.contains("out of range"), "{e}");
+        assert!(e.contains("0.001 to 1000000000"), "{e}");
+        assert!(!e.contains("panicked"), "{e}");
+    }
+}
+
+#[test]
+fn ttl_and_tolerance_flags_get_the_configuration_checks() {
+    let o = run(&["next", "--store", "memory:", "--ttl", "0s"]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("--ttl 0") && e.contains("too short"), "{e}");
+    assert!(o.stdout.is_empty(), "an id was issued");
+    let o = run(&["next", "--store", "memory:", "--ttl", "10ms"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = run(&["next", "--store", "memory:", "--tolerance", "400d"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--tolerance"), "{}", stderr(&o));
+    let o = run(&["next", "--store", "memory:", "--ttl", "2s"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn read_only_commands_refuse_a_missing_store_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("typo").join("slots.db");
+    let url = format!("sqlite://{}", missing.display());
+    let o = run(&["slots", "--store", &url]);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("no store file") && e.contains("typo"), "{e}");
+    let o = run(&[
+        "migrate",
+        "--store",
+        &url,
+        "--not-before",
+        "2026-01-01T00:00:00Z",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        !dir.path().join("typo").exists(),
+        "a directory was created for a mistyped path"
+    );
+}
+
+#[test]
+fn migrate_refuses_what_a_runtime_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/s.db", dir.path().display());
+    let o = run(&["next", "--store", &url]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for ns in ["a/b", "x{y}", "tab\there"] {
+        let o = run(&[
+            "migrate",
+            "--store",
+            &url,
+            "--namespace",
+            ns,
+            "--not-before",
+            "2026-01-01T00:00:00Z",
+        ]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{ns:?}: {e}");
+        assert!(e.contains("--namespace"), "{e}");
+    }
+    let o = run(&[
+        "migrate",
+        "--store",
+        "memory:",
+        "--not-before",
+        "2026-01-01T00:00:00Z",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("memory:"), "{}", stderr(&o));
+}
+
+#[test]
+fn slots_escapes_owner_keys_in_the_table_and_in_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/s.db", dir.path().display());
+    let key = "evil\n    9  held      forged\x1b[2J\u{9b}31m\u{202e}";
+    let (h, _out) = holder(&["--store", &url, "--owner-key", key]);
+
+    let o = run(&["slots", "--store", &url, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let json = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        !json.contains(['\x1b', '\u{9b}', '\u{202e}']),
+        "raw control characters in {json:?}"
+    );
+    assert!(
+        json.contains(r"evil\u000a") && json.contains(r"\u009b31m\u202e"),
+        "{json}"
+    );
+    let slots = json.lines().count();
+
+    let o = run(&["slots", "--store", &url]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = String::from_utf8(o.stdout).unwrap();
+    // Two header lines, then one line per slot, each starting with its number.
+    assert_eq!(table.lines().count(), 2 + slots, "{table}");
+    for row in table.lines().skip(2) {
+        let first = row.split_whitespace().next().unwrap_or("");
+        assert!(first.parse::<u32>().is_ok(), "a forged row: {row:?}");
+    }
+    assert!(
+        !table.contains(['\x1b', '\u{9b}', '\u{202e}']),
+        "raw control characters in {table:?}"
+    );
+    assert!(table.contains(r"evil\u{000a}"), "{table}");
+    assert_eq!(stop(h, libc::SIGTERM).code(), Some(0));
+}
+
+/// `cosid next --follow` waiting for a slot of an exhausted namespace (another process holds the
+/// only one) stops at SIGTERM, not at the acquire timeout, and holds nothing afterwards.
+#[test]
+fn sigterm_ends_a_wait_for_a_slot_and_leaves_nothing_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = exhausted_config(dir.path());
+    let (h, _out) = holder(&["--config", &config]);
+
+    let mut waiter = cosid()
+        .args(["next", "--follow", "--config", &config])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(waiter.stderr.take().unwrap());
+    // The keeper's event says it is waiting: the signal arrives during the wait.
+    wait_for_line(&mut err, "acquire_failed");
+    signal(&waiter, libc::SIGTERM);
+    let status = waiter.wait().unwrap();
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert_eq!(status.code(), Some(0), "{rest}");
+    assert!(rest.contains("nothing is held"), "{rest}");
+    let mut printed = String::new();
+    waiter
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut printed)
+        .unwrap();
+    assert!(printed.is_empty(), "the waiter issued ids: {printed}");
+
+    // The holder still holds the one slot; the waiter left no record of its own.
+    let url = format!("sqlite://{}/s.db", dir.path().display());
+    let o = run(&["slots", "--store", &url, "--namespace", "hold", "--json"]);
+    let json = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(json.lines().count(), 1, "{json}");
+    assert!(json.contains(&format!(":{}\"", h.id())), "{json}");
+    assert!(json.contains("\"state\":\"held\""), "{json}");
+    assert_eq!(stop(h, libc::SIGTERM).code(), Some(0));
+    let o = run(&["slots", "--store", &url, "--namespace", "hold", "--json"]);
+    let json = String::from_utf8(o.stdout).unwrap();
+    assert!(json.contains("\"state\":\"free\""), "{json}");
+}
+
+/// The same for SIGINT while the store cannot be reached.
+#[test]
+fn sigint_ends_a_wait_for_an_unreachable_store() {
+    let mut waiter = cosid()
+        .args([
+            "next",
+            "--follow",
+            "--store",
+            "redis://127.0.0.1:1/0",
+            "--ttl",
+            "300s",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(waiter.stderr.take().unwrap());
+    wait_for_line(&mut err, "acquire_failed");
+    signal(&waiter, libc::SIGINT);
+    let status = waiter.wait().unwrap();
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert_eq!(status.code(), Some(0), "{rest}");
+    assert!(rest.contains("nothing is held"), "{rest}");
+}
