@@ -415,7 +415,7 @@ impl Generator {
                     }
                     let now = self.clock.monotonic();
                     if now >= deadline {
-                        return Err(reason.into_error(self.max_wait));
+                        return Err(self.wait_error(reason));
                     }
                     let nap = match reason {
                         // The next unit starts within the millisecond. The hint is counted in
@@ -436,6 +436,34 @@ impl Generator {
                 }
             }
         }
+    }
+
+    /// The error a wait became. A clock behind names what it is behind: the clock's time, the
+    /// window's floor and the last issued id's time.
+    #[cold]
+    fn wait_error(&self, reason: WaitReason) -> Error {
+        let e = reason.into_error(self.max_wait);
+        if reason != WaitReason::ClockBehind {
+            return e;
+        }
+        let t = crate::time::format_rfc3339_ms;
+        let floor = self.window.read().floor;
+        let word = self.state.load(Ordering::Acquire);
+        let last = if word & EMPTY != 0 {
+            "none yet".to_string()
+        } else {
+            t(self.layout.unit_start_ms(self.unpack(word).0))
+        };
+        Error::new(
+            ErrorKind::ClockBehind,
+            format!(
+                "{} (the clock reads {}; ids need a time after the window's floor {} and not \
+                 before the last issued id's time, {last})",
+                e.message(),
+                t(self.clock.now_ms()),
+                t(floor)
+            ),
+        )
     }
 
     /// Fills `out` with ids, reserving whole runs of sequence numbers per atomic step. On error
@@ -630,6 +658,24 @@ mod tests {
         clock.freeze();
         let (_, _, g2) = setup(Layout::MILLIS, T0 + 500, T0 + 1000);
         assert_eq!(g2.next().unwrap_err().kind(), ErrorKind::ClockBehind);
+    }
+
+    #[test]
+    fn clock_behind_names_the_clock_the_floor_and_the_last_id() {
+        let (clock, _, g) = setup(Layout::MILLIS, T0 + 500, T0 + 1000);
+        clock.freeze();
+        let e = g.next().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ClockBehind, "{e}");
+        let t = crate::time::format_rfc3339_ms;
+        assert!(
+            e.message().contains(&format!("the clock reads {}", t(T0))),
+            "{e}"
+        );
+        assert!(
+            e.message().contains(&format!("floor {}", t(T0 + 500))),
+            "{e}"
+        );
+        assert!(e.message().contains("none yet"), "{e}");
     }
 
     #[test]
