@@ -115,6 +115,22 @@ pub(crate) fn current() -> u64 {
 /// waits for a fork in progress to finish. For short sections that take a lock a child may
 /// need; never around user code (a fork from inside would wait for itself).
 pub(crate) fn gate<R>(f: impl FnOnce() -> R) -> R {
+    thread_local! {
+        /// How deep this thread is inside sections: a nested section is already covered (and
+        /// must not wait for a fork that waits for the outer one).
+        static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+    struct Depth;
+    impl Drop for Depth {
+        fn drop(&mut self) {
+            DEPTH.with(|d| d.set(d.get() - 1));
+        }
+    }
+    if DEPTH.with(|d| d.get()) > 0 {
+        DEPTH.with(|d| d.set(d.get() + 1));
+        let _depth = Depth;
+        return f();
+    }
     loop {
         while FORKING.load(Ordering::SeqCst) {
             std::thread::yield_now();
@@ -133,6 +149,8 @@ pub(crate) fn gate<R>(f: impl FnOnce() -> R) -> R {
         }
     }
     let _leave = Leave;
+    DEPTH.with(|d| d.set(d.get() + 1));
+    let _depth = Depth;
     f()
 }
 
@@ -155,5 +173,7 @@ mod tests {
         assert_eq!(gate(|| 7), 7);
         let r = std::panic::catch_unwind(|| gate(|| panic!("inside")));
         assert!(r.is_err(), "the panic reaches the caller");
+        // Nested sections do not wait for themselves.
+        assert_eq!(gate(|| gate(|| 8)), 8);
     }
 }
