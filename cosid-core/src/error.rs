@@ -89,6 +89,7 @@ pub struct Error {
     kind: ErrorKind,
     message: String,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    permanent: bool,
 }
 
 /// `Result` with the core [`Error`].
@@ -101,7 +102,21 @@ impl Error {
             kind,
             message: message.into(),
             source: None,
+            permanent: false,
         }
+    }
+
+    /// Marks the error as one that trying again cannot cure (a read-only file, a permission
+    /// refused, a file of another application): start-up fails at once instead of retrying it
+    /// for the whole acquire timeout.
+    pub fn permanent(mut self) -> Self {
+        self.permanent = true;
+        self
+    }
+
+    /// Whether trying again cannot cure the error (see [`Error::permanent`]).
+    pub fn is_permanent(&self) -> bool {
+        self.permanent
     }
 
     /// Attaches the underlying cause (kept out of the message, reachable via `source()`).

@@ -7,7 +7,7 @@
 
 mod conformance;
 
-use conformance::{acquire, acquire_with, client, request, unique_namespace, LONG};
+use conformance::{acquire, acquire_with, client, record, request, unique_namespace, LONG};
 use cosid_core::lease::{AcquireRequest, Owner, Refusal, Renewal};
 use cosid_core::store::sqlite::SqliteStore;
 use cosid_core::store::{self, SharedStore, SlotStore};
@@ -442,4 +442,266 @@ fn expiry_follows_the_store_clock_exactly() {
     )
     .unwrap();
     conformance::expiry_follows_the_store_clock_exactly(store, &clock);
+}
+
+// ----------------------------------------------------------------------------------------------
+// Hostile and careless use of the file
+// ----------------------------------------------------------------------------------------------
+
+fn remove_store_files(db: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let file = PathBuf::from(format!("{}{suffix}", db.display()));
+        if file.exists() {
+            std::fs::remove_file(&file).unwrap();
+        }
+    }
+}
+
+/// The file deleted while its holder keeps its connection open, and a newcomer creating a
+/// fresh file at the same path: the fresh file hands the newcomer the holder's slot from floor
+/// 0, so the holder must notice at its next renewal that the path names another file, lose the
+/// lease, and acquire again from the file the path names, on another slot above its old
+/// ceiling (before, it renewed in the deleted file for as long as it ran).
+#[test]
+fn a_store_file_deleted_under_its_holder_is_noticed_at_the_next_renewal() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("slots.db");
+    let ns = unique_namespace("deleted-under-holder");
+    let holder = open(&db);
+    let c = client(&holder, &ns, 1, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    remove_store_files(&db);
+    let newcomer = open(&db);
+    let b = acquire(&client(&newcomer, &ns, 1, LONG), &Owner::new("b")).lease;
+    assert_eq!(
+        (b.slot, b.floor),
+        (a.slot, 0),
+        "the fresh file starts the slot over"
+    );
+    match c.renew(&a).unwrap() {
+        Renewal::Lost(_) => {}
+        Renewal::Renewed(l) => panic!("renewed a lease in a deleted file: {l:?}"),
+    }
+    let again = acquire_with(
+        &c,
+        AcquireRequest {
+            floor_at_least: a.ceiling,
+            ..request(&a.owner)
+        },
+    )
+    .lease;
+    assert_ne!(
+        again.slot, b.slot,
+        "the newcomer's slot is live in the file"
+    );
+    assert!(again.floor >= a.ceiling, "{again:?} starts below {a:?}");
+    // Both handles now see one file.
+    assert_eq!(
+        record(&holder, &ns, again.slot),
+        record(&newcomer, &ns, again.slot)
+    );
+}
+
+/// Another file moved over the path (a backup restored, a wrong file copied in) while a holder
+/// runs: the holder's next operation reads the file the path names, not the one it opened.
+#[test]
+fn a_store_file_replaced_under_its_holder_is_noticed_at_the_next_renewal() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("slots.db");
+    let other = dir.path().join("other.db");
+    let ns = unique_namespace("replaced-under-holder");
+    let holder = open(&db);
+    let c = client(&holder, &ns, 1, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    drop(open(&other));
+    // The old file goes with its write-ahead log (SQLite would read an old `-wal` into the new
+    // file: docs/stores.md says to remove them together).
+    remove_store_files(&db);
+    std::fs::rename(&other, &db).unwrap();
+    match c.renew(&a).unwrap() {
+        Renewal::Lost(refusal) => assert_eq!(refusal, Refusal::Vanished),
+        Renewal::Renewed(l) => panic!("renewed a lease in a file the path no longer names: {l:?}"),
+    }
+}
+
+/// The keeper of a runtime on a file deleted under it marks the window lost at its next
+/// renewal (generators stop at once with `SlotLost`), then binds a new slot whose window starts
+/// above everything it issued: the newcomer on the fresh file and the old holder never share a
+/// slot and a window.
+#[test]
+fn the_keeper_stops_issuing_when_its_store_file_is_deleted() {
+    use cosid_core::lease::{KeeperConfig, LeaseKeeper};
+    use cosid_core::{Window, WindowStatus};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("slots.db");
+    let ns = unique_namespace("keeper-deleted");
+    let clock = ManualClock::shared(1_800_000_000_000);
+    let holder: SharedStore = Arc::new(SqliteStore::open_with_clock(&db, clock.clone()).unwrap());
+    let window = Arc::new(Window::new());
+    let ttl = Duration::from_secs(30);
+    let keeper = LeaseKeeper::start_standalone(
+        client(&holder, &ns, 1, LONG),
+        window.clone(),
+        clock.clone(),
+        KeeperConfig {
+            ttl,
+            acquire_timeout: ttl,
+            preferred_slot: None,
+            owner: Owner::new("a"),
+        },
+    )
+    .unwrap();
+    let first = keeper.lease().unwrap();
+    remove_store_files(&db);
+    let newcomer: SharedStore = Arc::new(SqliteStore::open_with_clock(&db, clock.clone()).unwrap());
+    let b = acquire(&client(&newcomer, &ns, 1, LONG), &Owner::new("b")).lease;
+    assert_eq!(b.slot, first.slot);
+    clock.advance(ttl / 3);
+    keeper.tick();
+    let now = keeper
+        .lease()
+        .expect("a new lease from the file the path names");
+    assert_ne!(now.slot, b.slot);
+    assert!(now.floor >= first.ceiling);
+    let bound = window.read();
+    assert_eq!(bound.status, WindowStatus::Active);
+    assert_eq!((bound.slot, bound.floor), (now.slot, now.floor));
+}
+
+/// A database of another application that never set `application_id` (most of them) is
+/// refused untouched, naming the file; an empty file is taken.
+#[test]
+fn a_database_of_another_application_without_an_application_id_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("app.db");
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch("CREATE TABLE users (name TEXT); INSERT INTO users VALUES ('x');")
+        .unwrap();
+    let before = std::fs::read(&db).unwrap();
+    let e = open_err(&db);
+    assert!(
+        e.message().contains("another application") && e.message().contains("'users'"),
+        "{e}"
+    );
+    assert!(e.is_permanent(), "{e:?}");
+    assert_eq!(std::fs::read(&db).unwrap(), before, "the file is unchanged");
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    drop(open(&empty));
+}
+
+const CHILD_UMASK_DIR: &str = "COSID_TEST_CHILD_UMASK_DIR";
+
+/// Not a test of its own: run by `files_are_private_whatever_the_umask` in a child process,
+/// because the umask is the whole process's.
+#[test]
+#[ignore = "run by files_are_private_whatever_the_umask as a child process"]
+fn sqlite_umask_child() {
+    let dir = PathBuf::from(std::env::var(CHILD_UMASK_DIR).expect("run only by its parent"));
+    // SAFETY: umask only changes the process's file-creation mask.
+    unsafe { libc::umask(0) };
+    let store = open(&dir.join("a/b/slots.db"));
+    acquire(
+        &client(&store, &unique_namespace("umask"), 1, LONG),
+        &Owner::new("u"),
+    );
+    println!("COSID-CHILD done");
+}
+
+/// Under umask 000 the directories are created 0700 and the database file (and its `-wal` and
+/// `-shm`) 0600: no other user may read or write the store.
+#[test]
+fn files_are_private_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "sqlite_umask_child", "--ignored", "--nocapture"])
+        .env(CHILD_UMASK_DIR, dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("COSID-CHILD done"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&dir.path().join("a")), 0o700);
+    assert_eq!(mode(&dir.path().join("a/b")), 0o700);
+    let db = dir.path().join("a/b/slots.db");
+    assert_eq!(mode(&db), 0o600);
+    for suffix in ["-wal", "-shm"] {
+        let f = PathBuf::from(format!("{}{suffix}", db.display()));
+        if f.exists() {
+            assert_eq!(mode(&f), 0o600, "{}", f.display());
+        }
+    }
+}
+
+const CHILD_READONLY_DB: &str = "COSID_TEST_CHILD_READONLY_DB";
+
+/// Not a test of its own: run by `a_read_only_store_fails_at_once` as another user.
+#[test]
+#[ignore = "run by a_read_only_store_fails_at_once as a child process"]
+fn sqlite_readonly_child() {
+    let db = std::env::var(CHILD_READONLY_DB).expect("run only by its parent");
+    let config = cosid_core::Config::from_yaml(&format!(
+        "cosid:\n  namespace: ro\n  machine:\n    lease:\n      store: sqlite://{db}\n      \
+         acquire-timeout: 10m\n"
+    ))
+    .unwrap();
+    match cosid_core::Runtime::builder().config(config).build() {
+        Ok(_) => println!("COSID-CHILD built"),
+        Err(e) => println!(
+            "COSID-CHILD kind={} permanent={} message={}",
+            e.kind(),
+            e.is_permanent(),
+            e
+        ),
+    }
+}
+
+/// A store file this process may read but not write fails start-up at once with a store error
+/// naming the file, instead of being retried for the whole acquire timeout (10 minutes here:
+/// the test returns only if nothing retries).
+#[test]
+fn a_read_only_store_fails_at_once() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("slots.db");
+    {
+        let store = open(&db);
+        acquire(&client(&store, "ro", 10, LONG), &Owner::new("the-writer"));
+    }
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "sqlite_readonly_child",
+        "--ignored",
+        "--nocapture",
+    ])
+    .env(CHILD_READONLY_DB, &db);
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } == 0 {
+        // Root writes any file: run the child as an unprivileged user.
+        cmd.uid(65534).gid(65534);
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| Some(&l[l.find("COSID-CHILD ")? + "COSID-CHILD ".len()..]))
+        .unwrap_or_else(|| {
+            panic!(
+                "no result from the child:\n{stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert!(line.starts_with("kind=store permanent=true"), "{line}");
+    assert!(line.contains(&db.display().to_string()), "{line}");
+    assert!(!line.contains("acquire-timeout"), "retried: {line}");
 }

@@ -49,6 +49,19 @@ impl KeeperConfig {
     }
 }
 
+/// Whether start-up should try again after `e`: a namespace whose slots are all held (a lease
+/// may expire), or a store error that may go away (unreachable, busy, a lost race). A permanent
+/// store error (a read-only file, a permission refused, a file that is not a cosid store: see
+/// [`Error::permanent`]), a namespace or layout mismatch, a bad configuration or argument fail
+/// at once: waiting cannot cure them.
+pub fn is_transient(e: &Error) -> bool {
+    match e.kind() {
+        ErrorKind::Exhausted => true,
+        ErrorKind::Store => !e.is_permanent(),
+        _ => false,
+    }
+}
+
 #[derive(Debug)]
 struct State {
     lease: Option<SlotLease>,
@@ -126,7 +139,7 @@ impl LeaseKeeper {
                 .and_then(|_| keeper.acquire_and_bind());
             match result {
                 Ok(()) => return Ok(keeper),
-                Err(e) if matches!(e.kind(), ErrorKind::Exhausted | ErrorKind::Store) => {
+                Err(e) if is_transient(&e) => {
                     attempt += 1;
                     let now = keeper.clock.monotonic();
                     if now >= deadline {
@@ -620,6 +633,68 @@ mod tests {
         k.tick();
         assert!(k.lease().is_some());
         assert_eq!(r.counters.clock_skew_events.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn only_errors_that_may_go_away_are_retried() {
+        assert!(is_transient(&Error::new(ErrorKind::Exhausted, "all held")));
+        assert!(is_transient(&Error::store("connection refused")));
+        assert!(!is_transient(&Error::store("read-only file").permanent()));
+        for kind in ErrorKind::ALL {
+            if !matches!(kind, ErrorKind::Exhausted | ErrorKind::Store) {
+                assert!(!is_transient(&Error::new(kind, "x")), "{kind}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_permanent_store_error_fails_start_up_at_once() {
+        #[derive(Debug)]
+        struct ReadOnly(Arc<MemoryStore>);
+        impl SlotStore for ReadOnly {
+            fn describe(&self) -> String {
+                "read-only:".into()
+            }
+            fn snapshot(&self, ns: &str) -> Result<NamespaceSnapshot> {
+                self.0.snapshot(ns)
+            }
+            fn cas_namespace(
+                &self,
+                _: &str,
+                _: Option<u64>,
+                _: &NamespaceRecord,
+            ) -> Result<Option<u64>> {
+                Err(Error::store("attempt to write a readonly database").permanent())
+            }
+            fn read_slot(
+                &self,
+                ns: &str,
+                slot: u32,
+            ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+                self.0.read_slot(ns, slot)
+            }
+            fn cas_slot(&self, _: &str, _: Option<u64>, _: &SlotRecord) -> Result<Option<u64>> {
+                Err(Error::store("attempt to write a readonly database").permanent())
+            }
+        }
+        let clock = ManualClock::shared(T0);
+        let store: SharedStore = Arc::new(ReadOnly(MemoryStore::new(clock.clone())));
+        let e = LeaseKeeper::start_standalone(
+            LeaseClient::new(store, "k", 2, TERMS).unwrap(),
+            Arc::new(Window::new()),
+            clock.clone(),
+            KeeperConfig {
+                ttl: TTL,
+                acquire_timeout: Duration::from_secs(600),
+                preferred_slot: None,
+                owner: Owner::new("a"),
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Store);
+        assert!(e.message().contains("readonly"), "{e}");
+        // The manual clock moves only when start-up sleeps between attempts: it never did.
+        assert_eq!(clock.now_ms(), T0);
     }
 
     #[test]

@@ -33,8 +33,9 @@ use rusqlite::{
     TransactionBehavior,
 };
 use std::fmt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The schema this build writes and understands.
@@ -103,7 +104,24 @@ const UPSERT_SLOT: &str = "INSERT INTO cosid_slot
 pub struct SqliteStore {
     path: PathBuf,
     clock: SharedClock,
-    conn: Mutex<Connection>,
+    /// `None` only while the store is dropped.
+    conn: Mutex<Option<Open>>,
+}
+
+/// The connection and the identity `(device, inode)` of the file it opened: when the path no
+/// longer names that file (deleted, or replaced by another), the connection is to a file no
+/// other process will ever open again, and is replaced before the next read or write.
+struct Open {
+    conn: Connection,
+    file: (u64, u64),
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        let slot = self.conn.get_mut().unwrap_or_else(|p| p.into_inner());
+        // Closing is a SQLite call too: no fork while it runs.
+        crate::fork::gate(|| drop(slot.take()));
+    }
 }
 
 impl fmt::Debug for SqliteStore {
@@ -152,39 +170,14 @@ impl SqliteStore {
     }
 
     /// Opens (creating if needed) the store file at `path`, with `clock` as the store clock.
-    /// Creates the parent directory if it is missing and the schema if the file has none.
+    /// Creates the parent directory if it is missing (mode 0700) and the file (mode 0600) with
+    /// the schema if the file has none; refuses a database of another application.
     pub fn open_with_clock(path: &Path, clock: SharedClock) -> Result<Self> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                Error::store(format!(
-                    "SQLite store '{}': cannot create its directory '{}': {e}; create it or \
-                     choose another path",
-                    path.display(),
-                    parent.display()
-                ))
-            })?;
-        }
-        let fail = |doing: &str, e: rusqlite::Error| sqlite_error(path, doing, e);
-        // No URI parsing (a path is a path); the mutex below serializes use of the connection.
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let mut conn =
-            Connection::open_with_flags(path, flags).map_err(|e| fail("opening the file", e))?;
-        conn.busy_timeout(BUSY_TIMEOUT)
-            .map_err(|e| fail("setting the busy timeout", e))?;
-        set_wal(&conn).map_err(|e| fail("switching to WAL journal mode", e))?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(|e| fail("setting synchronous=FULL", e))?;
-        // macOS's fsync leaves the data in the drive's cache; F_FULLFSYNC does not. A no-op
-        // elsewhere.
-        conn.pragma_update(None, "fullfsync", true)
-            .map_err(|e| fail("setting fullfsync", e))?;
-        init_schema(&mut conn, path)?;
+        let open = crate::fork::gate(|| connect(path))?;
         Ok(SqliteStore {
             path: path.to_path_buf(),
             clock,
-            conn: Mutex::new(conn),
+            conn: Mutex::new(Some(open)),
         })
     }
 
@@ -193,13 +186,44 @@ impl SqliteStore {
         &self.path
     }
 
-    fn conn(&self) -> MutexGuard<'_, Connection> {
-        let guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        // A panic while a transaction was open would leave it open; never build on it.
-        if !guard.is_autocommit() {
-            let _ = guard.execute_batch("ROLLBACK");
+    /// Runs `f` on the connection to the file the path names now. A file deleted or replaced
+    /// since the last call is noticed here, on every primitive: the connection is opened again
+    /// on what the path names (creating a new file if there is none), so a holder's next
+    /// renewal finds its lease gone instead of renewing it in a file nobody else sees.
+    fn with_conn<R>(&self, f: impl FnOnce(&mut Connection) -> Result<R>) -> Result<R> {
+        let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(open) = guard.as_mut() {
+            // A panic while a transaction was open would leave it open; never build on it.
+            if !open.conn.is_autocommit() {
+                let _ = open.conn.execute_batch("ROLLBACK");
+            }
         }
-        guard
+        let named = match std::fs::metadata(&self.path) {
+            Ok(m) => Some((m.dev(), m.ino())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                return Err(Error::store(format!(
+                    "SQLite store '{}': cannot check that the file is still there: {e}; check \
+                     the permissions of its directory",
+                    self.path.display()
+                )))
+            }
+        };
+        if named.is_none() || guard.as_ref().map(|o| o.file) != named {
+            if let Some(old) = guard.as_ref() {
+                keep_wal_names(&old.conn);
+            }
+            // If the new connection cannot be opened, the old one stays (it is never used while
+            // the path names another file), and the next call tries again.
+            *guard = Some(connect(&self.path)?);
+        }
+        match guard.as_mut() {
+            Some(open) => f(&mut open.conn),
+            None => Err(Error::store(format!(
+                "SQLite store '{}' is closed",
+                self.path.display()
+            ))),
+        }
     }
 
     fn fail(&self, doing: &str, e: rusqlite::Error) -> Error {
@@ -274,6 +298,141 @@ impl SqliteStore {
     }
 }
 
+/// Closing the last connection to a file deletes its `-wal` and `-shm` by name; once the path
+/// names another file, those names may be that file's. Tells SQLite to leave them.
+fn keep_wal_names(conn: &Connection) {
+    let mut keep: std::os::raw::c_int = 1;
+    // SAFETY: the handle is valid while `conn` lives; SQLite reads one int through the pointer.
+    unsafe {
+        rusqlite::ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
+            (&mut keep as *mut std::os::raw::c_int).cast(),
+        );
+    }
+}
+
+/// Opens `path` (creating its directory, mode 0700, and the file, mode 0600, if missing), sets
+/// the connection up and creates or checks the schema. Returns the connection with the
+/// identity of the file it opened.
+fn connect(path: &Path) -> Result<Open> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(|e| {
+                Error::store(format!(
+                    "SQLite store '{}': cannot create its directory '{}': {e}; create it or \
+                     choose another path",
+                    path.display(),
+                    parent.display()
+                ))
+                .permanent()
+            })?;
+    }
+    // Create the file ourselves, so its mode is 0600 whatever the umask (SQLite would create it
+    // 0644 less the umask); its `-wal` and `-shm` files take the database file's mode. An
+    // existing file keeps its mode and owner (a store shared by a group is set up that way).
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(f) => {
+            // The umask may have taken bits away, never added any; say exactly what we mean.
+            f.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| {
+                    Error::store(format!(
+                        "SQLite store '{}': cannot set the new file's mode to 0600: {e}",
+                        path.display()
+                    ))
+                    .permanent()
+                })?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        // Anything else (a directory in the way, no permission) is reported by the open below,
+        // with SQLite's reason and the hint that goes with it.
+        Err(_) => {}
+    }
+    let fail = |doing: &str, e: rusqlite::Error| sqlite_error(path, doing, e);
+    // No URI parsing (a path is a path); the store's mutex serializes use of the connection.
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn =
+        Connection::open_with_flags(path, flags).map_err(|e| fail("opening the file", e))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| fail("setting the busy timeout", e))?;
+    // Before anything is written: a database of another application is refused untouched.
+    check_not_foreign(&conn, path)?;
+    set_wal(&conn).map_err(|e| fail("switching to WAL journal mode", e))?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|e| fail("setting synchronous=FULL", e))?;
+    // macOS's fsync leaves the data in the drive's cache; F_FULLFSYNC does not. A no-op
+    // elsewhere.
+    conn.pragma_update(None, "fullfsync", true)
+        .map_err(|e| fail("setting fullfsync", e))?;
+    init_schema(&mut conn, path)?;
+    // The file SQLite opened is the one the path names now (a replacement between the open and
+    // here is noticed at the next call).
+    let m = std::fs::metadata(path).map_err(|e| {
+        Error::store(format!(
+            "SQLite store '{}': the file vanished while it was being opened: {e}",
+            path.display()
+        ))
+    })?;
+    Ok(Open {
+        conn,
+        file: (m.dev(), m.ino()),
+    })
+}
+
+/// Refuses a database that is not a cosid store: another `application_id`, or tables (views,
+/// indexes, triggers) of its own that are not cosid's. An empty database is taken.
+fn check_not_foreign(conn: &Connection, path: &Path) -> Result<()> {
+    let doing = "checking that the file is a cosid store";
+    let fail = |e: rusqlite::Error| sqlite_error(path, doing, e);
+    let app_id: i64 = conn
+        .pragma_query_value(None, "application_id", |r| r.get(0))
+        .map_err(fail)?;
+    if app_id == APPLICATION_ID {
+        return Ok(());
+    }
+    if app_id != 0 {
+        return Err(Error::store(format!(
+            "SQLite store '{}': the file is a SQLite database of another application \
+             (application_id {app_id:#x}); point sqlite:// at a file of its own",
+            path.display()
+        ))
+        .permanent());
+    }
+    let mut stmt = conn
+        .prepare(
+            "SELECT name FROM sqlite_schema WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' \
+             AND name NOT IN ('cosid_meta', 'cosid_namespace', 'cosid_slot') ORDER BY name",
+        )
+        .map_err(fail)?;
+    let foreign: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .and_then(|rows| rows.collect())
+        .map_err(fail)?;
+    if let Some(first) = foreign.first() {
+        return Err(Error::store(format!(
+            "SQLite store '{}': the file is a SQLite database of another application (it has \
+             {} table(s) or other objects that are not cosid's, such as '{}'); point sqlite:// \
+             at a file of its own",
+            path.display(),
+            foreign.len(),
+            first.escape_debug()
+        ))
+        .permanent());
+    }
+    Ok(())
+}
+
 /// Turns on WAL, waiting out other connections that hold the file (switching the journal mode
 /// of a new file needs it to themselves, and SQLite does not always call the busy handler for
 /// it). Safety does not depend on WAL; it lets readers run beside the writer.
@@ -303,16 +462,8 @@ fn init_schema(conn: &mut Connection, path: &Path) -> Result<()> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| fail(doing, e))?;
-    let app_id: i64 = tx
-        .pragma_query_value(None, "application_id", |r| r.get(0))
-        .map_err(|e| fail(doing, e))?;
-    if app_id != 0 && app_id != APPLICATION_ID {
-        return Err(Error::store(format!(
-            "SQLite store '{}': the file is a SQLite database of another application \
-             (application_id {app_id:#x}); point sqlite:// at a file of its own",
-            path.display()
-        )));
-    }
+    // Again inside the write lock: another application may have written the file meanwhile.
+    check_not_foreign(&tx, path)?;
     tx.execute_batch(CREATE_META).map_err(|e| fail(doing, e))?;
     let version: Option<i64> = tx
         .query_row(
@@ -330,14 +481,16 @@ fn init_schema(conn: &mut Connection, path: &Path) -> Result<()> {
                  cosid knows schema versions up to {SCHEMA_VERSION}: upgrade cosid, or use \
                  another file",
                 path.display()
-            )))
+            ))
+            .permanent())
         }
         Some(v) => {
             return Err(Error::store(format!(
                 "SQLite store '{}' has the unknown schema version {v}; it was not written by \
                  cosid: point sqlite:// at a file of its own",
                 path.display()
-            )))
+            ))
+            .permanent())
         }
         None => {
             tx.execute_batch(CREATE_TABLES)
@@ -375,10 +528,21 @@ fn sqlite_error(path: &Path, doing: &str, e: rusqlite::Error) -> Error {
         Some(ErrorCode::DiskFull) => "; free some disk space",
         _ => "",
     };
-    Error::store(format!(
+    let error = Error::store(format!(
         "SQLite store '{}': {doing} failed: {e}{hint}",
         path.display()
-    ))
+    ));
+    // What a retry cannot cure: a file this process may not write, or that is not a database.
+    match e.sqlite_error_code() {
+        Some(
+            ErrorCode::ReadOnly
+            | ErrorCode::PermissionDenied
+            | ErrorCode::NotADatabase
+            | ErrorCode::DatabaseCorrupt
+            | ErrorCode::AuthorizationForStatementDenied,
+        ) => error.permanent(),
+        _ => error,
+    }
 }
 
 fn to_i64(value: u64, what: &str, path: &Path) -> Result<i64> {
@@ -392,34 +556,37 @@ fn to_i64(value: u64, what: &str, path: &Path) -> Result<i64> {
 
 impl SlotStore for SqliteStore {
     fn describe(&self) -> String {
-        format!("sqlite://{}", self.path.display())
+        crate::fork::gate(|| format!("sqlite://{}", self.path.display()))
     }
 
     fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
         let doing = format!("reading namespace '{namespace}'");
         let store_now = self.clock.now_ms();
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(|e| self.fail(&doing, e))?;
-        let ns_row = tx
-            .query_row(SELECT_NAMESPACE, [namespace], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-            })
-            .optional()
-            .map_err(|e| self.fail(&doing, e))?;
-        let rows = {
-            let mut stmt = tx
-                .prepare_cached(&format!(
+        let (ns_row, rows) = crate::fork::gate(|| {
+            self.with_conn(|conn| {
+                let tx = conn.transaction().map_err(|e| self.fail(&doing, e))?;
+                let ns_row = tx
+                    .query_row(SELECT_NAMESPACE, [namespace], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                    })
+                    .optional()
+                    .map_err(|e| self.fail(&doing, e))?;
+                let rows = {
+                    let mut stmt = tx
+                        .prepare_cached(&format!(
                     "SELECT {SLOT_COLUMNS} FROM cosid_slot WHERE namespace = ?1 ORDER BY slot"
                 ))
-                .map_err(|e| self.fail(&doing, e))?;
-            let rows = stmt
-                .query_map([namespace], SlotRow::from_row)
-                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-                .map_err(|e| self.fail(&doing, e))?;
-            rows
-        };
-        tx.commit().map_err(|e| self.fail(&doing, e))?;
-        drop(conn);
+                        .map_err(|e| self.fail(&doing, e))?;
+                    let rows = stmt
+                        .query_map([namespace], SlotRow::from_row)
+                        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                        .map_err(|e| self.fail(&doing, e))?;
+                    rows
+                };
+                tx.commit().map_err(|e| self.fail(&doing, e))?;
+                Ok((ns_row, rows))
+            })
+        })?;
         Ok(NamespaceSnapshot {
             namespace: ns_row
                 .map(|row| self.decode_namespace(namespace, row))
@@ -441,36 +608,39 @@ impl SlotStore for SqliteStore {
         record: &NamespaceRecord,
     ) -> Result<Option<u64>> {
         let doing = format!("compare-and-set of namespace '{namespace}'");
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| self.fail(&doing, e))?;
-        let current: Option<i64> = tx
-            .query_row(
-                "SELECT version FROM cosid_namespace WHERE namespace = ?1",
-                [namespace],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(|e| self.fail(&doing, e))?;
-        if current.map(|v| v as u64) != expected {
-            // Dropping the transaction rolls it back: nothing is written.
-            return Ok(None);
-        }
-        let version = self.next_version(&tx, &doing)?;
-        tx.execute(
-            UPSERT_NAMESPACE,
-            params![
-                namespace,
-                version,
-                record.limit,
-                record.tolerance_ms,
-                record.not_before_ms
-            ],
-        )
-        .map_err(|e| self.fail(&doing, e))?;
-        tx.commit().map_err(|e| self.fail(&doing, e))?;
-        Ok(Some(version as u64))
+        crate::fork::gate(|| {
+            self.with_conn(|conn| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(|e| self.fail(&doing, e))?;
+                let current: Option<i64> = tx
+                    .query_row(
+                        "SELECT version FROM cosid_namespace WHERE namespace = ?1",
+                        [namespace],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(|e| self.fail(&doing, e))?;
+                if current.map(|v| v as u64) != expected {
+                    // Dropping the transaction rolls it back: nothing is written.
+                    return Ok(None);
+                }
+                let version = self.next_version(&tx, &doing)?;
+                tx.execute(
+                    UPSERT_NAMESPACE,
+                    params![
+                        namespace,
+                        version,
+                        record.limit,
+                        record.tolerance_ms,
+                        record.not_before_ms
+                    ],
+                )
+                .map_err(|e| self.fail(&doing, e))?;
+                tx.commit().map_err(|e| self.fail(&doing, e))?;
+                Ok(Some(version as u64))
+            })
+        })
     }
 
     fn read_slot(
@@ -480,17 +650,18 @@ impl SlotStore for SqliteStore {
     ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
         let doing = format!("reading slot {slot} of namespace '{namespace}'");
         let now = self.clock.now_ms();
-        let conn = self.conn();
-        let row = conn
-            .prepare_cached(&format!(
-                "SELECT {SLOT_COLUMNS} FROM cosid_slot WHERE namespace = ?1 AND slot = ?2"
-            ))
-            .and_then(|mut stmt| {
-                stmt.query_row(params![namespace, slot], SlotRow::from_row)
-                    .optional()
+        let row = crate::fork::gate(|| {
+            self.with_conn(|conn| {
+                conn.prepare_cached(&format!(
+                    "SELECT {SLOT_COLUMNS} FROM cosid_slot WHERE namespace = ?1 AND slot = ?2"
+                ))
+                .and_then(|mut stmt| {
+                    stmt.query_row(params![namespace, slot], SlotRow::from_row)
+                        .optional()
+                })
+                .map_err(|e| self.fail(&doing, e))
             })
-            .map_err(|e| self.fail(&doing, e))?;
-        drop(conn);
+        })?;
         Ok((
             now,
             row.map(|row| self.decode_slot(namespace, row))
@@ -509,48 +680,51 @@ impl SlotStore for SqliteStore {
             record.slot
         );
         let fence = to_i64(record.fence, "fence", &self.path)?;
-        let mut conn = self.conn();
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| self.fail(&doing, e))?;
-        let current: Option<i64> = tx
-            .query_row(
-                "SELECT version FROM cosid_slot WHERE namespace = ?1 AND slot = ?2",
-                params![namespace, record.slot],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(|e| self.fail(&doing, e))?;
-        if current.map(|v| v as u64) != expected {
-            return Ok(None);
-        }
-        let version = self.next_version(&tx, &doing)?;
-        let (owner_key, incarnation) = match &record.owner {
-            Some(o) => (
-                Some(o.key.as_str()),
-                Some(o.incarnation.hyphenated().to_string()),
-            ),
-            None => (None, None),
-        };
-        tx.execute(
-            UPSERT_SLOT,
-            params![
-                namespace,
-                record.slot,
-                version,
-                owner_key,
-                incarnation,
-                record.last_owner_key,
-                fence,
-                record.expires_at,
-                record.floor,
-                record.ceiling,
-                record.next_floor
-            ],
-        )
-        .map_err(|e| self.fail(&doing, e))?;
-        tx.commit().map_err(|e| self.fail(&doing, e))?;
-        Ok(Some(version as u64))
+        crate::fork::gate(|| {
+            self.with_conn(|conn| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(|e| self.fail(&doing, e))?;
+                let current: Option<i64> = tx
+                    .query_row(
+                        "SELECT version FROM cosid_slot WHERE namespace = ?1 AND slot = ?2",
+                        params![namespace, record.slot],
+                        |r| r.get(0),
+                    )
+                    .optional()
+                    .map_err(|e| self.fail(&doing, e))?;
+                if current.map(|v| v as u64) != expected {
+                    return Ok(None);
+                }
+                let version = self.next_version(&tx, &doing)?;
+                let (owner_key, incarnation) = match &record.owner {
+                    Some(o) => (
+                        Some(o.key.as_str()),
+                        Some(o.incarnation.hyphenated().to_string()),
+                    ),
+                    None => (None, None),
+                };
+                tx.execute(
+                    UPSERT_SLOT,
+                    params![
+                        namespace,
+                        record.slot,
+                        version,
+                        owner_key,
+                        incarnation,
+                        record.last_owner_key,
+                        fence,
+                        record.expires_at,
+                        record.floor,
+                        record.ceiling,
+                        record.next_floor
+                    ],
+                )
+                .map_err(|e| self.fail(&doing, e))?;
+                tx.commit().map_err(|e| self.fail(&doing, e))?;
+                Ok(Some(version as u64))
+            })
+        })
     }
 }
 
