@@ -22,6 +22,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::lease::events::{Counters, Event, EventBus};
 use crate::window::{Window, WindowStatus};
 use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -98,7 +100,41 @@ pub fn read_state(path: &Path) -> Result<Option<i64>> {
     }
 }
 
+/// Creates `dir` and any missing parents with mode 0700 (whatever the umask).
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// The directory of `path` (`.` for a bare file name).
+fn dir_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// The temporary file of one write: removed when dropped unless it was renamed into place.
+struct TempFile {
+    path: PathBuf,
+    renamed: bool,
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if !self.renamed {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
 /// Writes `ceiling_ms` to `path` durably: temp file, fsync, rename, fsync of the directory.
+///
+/// The temp file is `.<name>.tmp.<pid>.<random>` in the same directory, created exclusively
+/// (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600): a file or link planted under any name is never
+/// followed or overwritten. It is removed on every failure.
 pub fn write_state(path: &Path, ceiling_ms: i64) -> Result<()> {
     let fail = |what: &str, e: std::io::Error| {
         Error::new(
@@ -107,26 +143,105 @@ pub fn write_state(path: &Path, ceiling_ms: i64) -> Result<()> {
         )
         .with_source(e)
     };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&dir).map_err(|e| fail("create the directory", e))?;
+    let dir = dir_of(path);
+    create_private_dir(&dir).map_err(|e| fail("create the directory", e))?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    let mut f = std::fs::File::create(&tmp).map_err(|e| fail("create the temp file", e))?;
+    let tmp_path = dir.join(format!(
+        ".{name}.tmp.{}.{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp_path)
+        .map_err(|e| fail("create the temp file", e))?;
+    let mut tmp = TempFile {
+        path: tmp_path,
+        renamed: false,
+    };
     f.write_all(encode_state(ceiling_ms).as_bytes())
         .map_err(|e| fail("write the temp file", e))?;
     f.sync_all().map_err(|e| fail("fsync the temp file", e))?;
     drop(f);
-    std::fs::rename(&tmp, path).map_err(|e| fail("rename the temp file", e))?;
+    std::fs::rename(&tmp.path, path).map_err(|e| fail("rename the temp file", e))?;
+    tmp.renamed = true;
     std::fs::File::open(&dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| fail("fsync the directory", e))?;
     Ok(())
+}
+
+/// The lock file beside a state file: `<state-file>.lock`. Never renamed or removed, so every
+/// runtime of the file locks the same inode.
+pub fn lock_path(state: &Path) -> PathBuf {
+    let mut name = state.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    state.with_file_name(name)
+}
+
+/// Takes the exclusive lock of a state file for the runtime's life (`flock`, released when the
+/// returned file is closed, or by the kernel when the process ends). A second runtime on the
+/// same state file, in this process or another, is refused naming the file and the holder's pid.
+fn lock_state_file(state: &Path) -> Result<std::fs::File> {
+    let lock = lock_path(state);
+    let fail = |what: &str, e: std::io::Error| {
+        Error::new(
+            ErrorKind::StateFile,
+            format!(
+                "cannot {what} '{}' of state file '{}'",
+                lock.display(),
+                state.display()
+            ),
+        )
+        .with_source(e)
+    };
+    create_private_dir(&dir_of(state)).map_err(|e| fail("create the directory of the lock", e))?;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&lock)
+        .map_err(|e| fail("open the lock file", e))?;
+    // SAFETY: flock on a file descriptor we own; no memory is passed.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(fail("lock the lock file", e));
+        }
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut file, &mut text);
+        let holder = match text.trim().parse::<u32>() {
+            Ok(pid) if pid == std::process::id() => {
+                format!("another runtime of this process (pid {pid})")
+            }
+            Ok(pid) => format!("process {pid}"),
+            Err(_) => "another process".to_string(),
+        };
+        return Err(Error::new(
+            ErrorKind::StateFile,
+            format!(
+                "state file '{}' is in use by {holder}, which holds its lock '{}'; two runtimes \
+                 on one static slot would issue the same ids: give each process its own slot \
+                 and state file, or stop the other one first",
+                state.display(),
+                lock.display()
+            ),
+        ));
+    }
+    // Ours now: record who holds it, for the message above.
+    file.set_len(0)
+        .and_then(|()| file.write_all(format!("{}\n", std::process::id()).as_bytes()))
+        .map_err(|e| fail("write the lock file", e))?;
+    Ok(file)
 }
 
 #[derive(Debug)]
@@ -134,6 +249,8 @@ struct State {
     ceiling: i64,
     failures: u32,
     closed: bool,
+    /// The state file's lock, held until release.
+    lock: Option<std::fs::File>,
 }
 
 /// A static slot's window keeper. Thread-safe.
@@ -157,6 +274,11 @@ impl StaticSlot {
         events: Arc<EventBus>,
         counters: Arc<Counters>,
     ) -> Result<StaticSlot> {
+        let lock = config
+            .state_file
+            .as_deref()
+            .map(lock_state_file)
+            .transpose()?;
         let now = clock.now_ms();
         let from_file = match &config.state_file {
             Some(p) => read_state(p)?,
@@ -202,6 +324,7 @@ impl StaticSlot {
                 ceiling,
                 failures: 0,
                 closed: false,
+                lock,
             }),
             events,
             counters,
@@ -258,9 +381,14 @@ impl StaticSlot {
         self.window.set_status(WindowStatus::Closed);
         let floor = self.window.read().floor;
         let next_floor = floor.max(last_issued.unwrap_or(floor).min(st.ceiling));
-        if let Some(p) = &self.config.state_file {
-            write_state(p, next_floor)?;
-        }
+        let written = match &self.config.state_file {
+            Some(p) => write_state(p, next_floor),
+            None => Ok(()),
+        };
+        // This runtime writes no more: another may take the file now (if the last write
+        // failed, the file keeps a higher ceiling, which is as safe).
+        st.lock = None;
+        written?;
         self.events.emit(Event::SlotReleased {
             slot: self.config.slot,
             next_floor,
@@ -295,6 +423,41 @@ mod tests {
             assert_eq!(e.kind(), ErrorKind::StateFile, "{c:?}");
             assert!(e.message().contains("/x/state"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_link_planted_at_the_temp_name_is_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("state");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        // The name every earlier version used for its temp file.
+        std::os::unix::fs::symlink(
+            &victim,
+            dir.path()
+                .join(format!(".state.tmp.{}", std::process::id())),
+        )
+        .unwrap();
+        write_state(&p, 5).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert_eq!(read_state(&p).unwrap(), Some(5));
+    }
+
+    #[test]
+    fn a_failed_write_leaves_no_temp_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // A non-empty directory where the state file should be: the rename fails.
+        let p = dir.path().join("state");
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(p.join("x"), "x").unwrap();
+        let e = write_state(&p, 5).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::StateFile);
+        assert!(e.to_string().contains("rename the temp file"), "{e}");
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["state"], "the temp file is removed");
     }
 
     #[test]

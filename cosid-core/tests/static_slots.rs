@@ -5,6 +5,7 @@ use cosid_core::clock::{Clock, ManualClock};
 use cosid_core::config::{Config, Machine};
 use cosid_core::{ErrorKind, Runtime};
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 const T0: i64 = 1_800_000_000_000;
@@ -49,19 +50,66 @@ fn the_first_ceiling_is_written_before_the_first_id() {
     );
 }
 
+const CHILD_STATE: &str = "COSID_TEST_CHILD_STATE";
+
+/// Runs the ignored test `name` of this binary in a child process with `CHILD_STATE=state`
+/// and returns its stdout; fails the test if the child failed.
+fn child(name: &str, state: &Path) -> String {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            name,
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_STATE, state)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "child {name} failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn child_state() -> std::path::PathBuf {
+    std::env::var_os(CHILD_STATE)
+        .expect("run only as a child of another test")
+        .into()
+}
+
+/// Not a test of its own: a runtime that issues 100 ids, prints them and dies without closing
+/// (for `a_crash_then_a_clock_set_back_never_repeats_an_id`).
+#[test]
+#[ignore = "run as a child process"]
+fn static_crash_child() {
+    let clock = ManualClock::shared(T0);
+    let rt = start(&clock, config(&child_state(), None)).unwrap();
+    for _ in 0..100 {
+        println!("COSID-ID {}", rt.next().unwrap());
+        clock.advance(Duration::from_millis(3));
+    }
+    use std::io::Write;
+    std::io::stdout().flush().unwrap();
+    // SAFETY: ends the process at once, as a crash would: no close, no destructor.
+    unsafe { libc::_exit(0) };
+}
+
 #[test]
 fn a_crash_then_a_clock_set_back_never_repeats_an_id() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
+    // The crash: the file holds the ceiling written at start.
+    let before: Vec<u64> = child("static_crash_child", &state)
+        .lines()
+        .filter_map(|l| l[l.find("COSID-ID ")? + "COSID-ID ".len()..].parse().ok())
+        .collect();
+    assert_eq!(before.len(), 100);
     let clock = ManualClock::shared(T0);
-    let rt = start(&clock, config(&state, None)).unwrap();
-    let mut before = Vec::new();
-    for _ in 0..100 {
-        before.push(rt.next().unwrap());
-        clock.advance(Duration::from_millis(3));
-    }
-    // Crash: no close, the file holds the ceiling written at start.
-    std::mem::forget(rt);
     clock.step_back(Duration::from_secs(3600));
     let rt2 = start(&clock, config(&state, None)).unwrap();
     // The floor is the old ceiling, an hour and more ahead of the clock: nothing can be issued.
@@ -72,6 +120,90 @@ fn a_crash_then_a_clock_set_back_never_repeats_an_id() {
     let id = rt2.next().unwrap();
     assert!(before.iter().all(|b| *b < id));
     rt2.close().unwrap();
+}
+
+/// Not a test of its own: tries to start a runtime on the state file its parent holds.
+#[test]
+#[ignore = "run as a child process"]
+fn static_second_process_child() {
+    let clock = ManualClock::shared(T0);
+    match start(&clock, config(&child_state(), None)) {
+        Ok(_) => println!("COSID-CHILD started"),
+        Err(e) => println!("COSID-CHILD kind={} message={e}", e.kind()),
+    }
+}
+
+/// Two processes on one static slot and state file would issue the same ids: the second is
+/// refused with an error naming the file and the holder's pid, and starts once the first
+/// closed.
+#[test]
+fn a_second_process_on_one_state_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let clock = ManualClock::shared(T0);
+    let rt = start(&clock, config(&state, None)).unwrap();
+    let out = child("static_second_process_child", &state);
+    let line = out
+        .lines()
+        .find_map(|l| Some(&l[l.find("COSID-CHILD ")? + "COSID-CHILD ".len()..]))
+        .unwrap_or_else(|| panic!("no result from the child:\n{out}"));
+    assert!(line.starts_with("kind=state_file "), "{line}");
+    assert!(line.contains(&state.display().to_string()), "{line}");
+    assert!(
+        line.contains(&format!("process {}", std::process::id())),
+        "names the holder: {line}"
+    );
+    rt.close().unwrap();
+    let out = child("static_second_process_child", &state);
+    assert!(out.contains("COSID-CHILD started"), "{out}");
+}
+
+/// A second runtime of the same process on the same state file is refused too.
+#[test]
+fn a_second_runtime_on_one_state_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let clock = ManualClock::shared(T0);
+    let rt = start(&clock, config(&state, None)).unwrap();
+    let e = start(&clock, config(&state, None)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::StateFile, "{e}");
+    assert!(e.message().contains(&state.display().to_string()), "{e}");
+    assert!(e.message().contains("this process"), "{e}");
+    rt.close().unwrap();
+    // Closed: the file is free again.
+    start(&clock, config(&state, None))
+        .unwrap()
+        .close()
+        .unwrap();
+}
+
+/// Not a test of its own: starts and closes a runtime under umask 000.
+#[test]
+#[ignore = "run as a child process"]
+fn static_umask_child() {
+    // SAFETY: umask only changes the process's file-creation mask.
+    unsafe { libc::umask(0) };
+    let clock = ManualClock::shared(T0);
+    start(&clock, config(&child_state(), None))
+        .unwrap()
+        .close()
+        .unwrap();
+    println!("COSID-CHILD done");
+}
+
+/// Under umask 000 the state file's directories are created 0700 and the state and lock files
+/// 0600: no other user may read or replace them.
+#[test]
+fn state_files_are_private_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("a/b/state");
+    assert!(child("static_umask_child", &state).contains("COSID-CHILD done"));
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&dir.path().join("a")), 0o700);
+    assert_eq!(mode(&dir.path().join("a/b")), 0o700);
+    assert_eq!(mode(&state), 0o600);
+    assert_eq!(mode(&dir.path().join("a/b/state.lock")), 0o600);
 }
 
 #[test]
