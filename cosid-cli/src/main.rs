@@ -242,7 +242,13 @@ fn cmd_next(a: NextArgs) -> cosid_core::Result<()> {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 format!(
-                    "--rate {rate} is out of range; give {} to {} ids per second",
+                    "--rate {} is out of range; give {} to {} ids per second",
+                    // 1e-300, not three hundred digits.
+                    if rate.is_finite() && rate != 0.0 && !(1e-3..1e9).contains(&rate.abs()) {
+                        format!("{rate:e}")
+                    } else {
+                        rate.to_string()
+                    },
                     follow::MIN_RATE,
                     follow::MAX_RATE
                 ),
