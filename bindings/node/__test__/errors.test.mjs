@@ -17,6 +17,12 @@ test('COSID_ERR_CONFIG: malformed documents, unknown keys, a path that names no 
   await expectError(Runtime.create('  '), Error, 'COSID_ERR_CONFIG', 'empty')
 })
 
+test('an object value is taken literally: "${HOME}" is not read from the environment', async () => {
+  // ${VAR} expands in configuration text and files only; here the literal text is refused as a
+  // namespace for its braces, and the message shows it as given.
+  await expectError(Runtime.create(memoryConfig({ namespace: '${HOME}' })), Error, 'COSID_ERR_CONFIG', "namespace '${HOME}'")
+})
+
 test('COSID_ERR_STORE: a SQLite path that cannot be created', async () => {
   await expectError(Runtime.create(sqliteConfig('/proc/x/slots.db')), Error, 'COSID_ERR_STORE', '/proc/x/slots.db')
 })

@@ -201,3 +201,11 @@ def test_forked_child_gets_forked_error(memory_store: str) -> None:
     assert status == "COSID_ERR_FORKED"
     assert rt.next() > 0  # the parent is untouched
     rt.close()
+
+
+def test_a_dict_value_is_taken_literally(memory_store: str) -> None:
+    """${VAR} expands in configuration text and files only: a dict's "${HOME}" is the text
+    "${HOME}" (here refused as a namespace for its braces), never the home directory."""
+    with pytest.raises(cosid.ConfigError) as info:
+        cosid.Runtime(lease_config(memory_store, namespace="${HOME}"))
+    assert "namespace '${HOME}'" in str(info.value)
