@@ -3,6 +3,7 @@
 
 pub mod client;
 pub mod events;
+pub mod invariants;
 pub mod keeper;
 pub mod record;
 pub mod rules;
@@ -12,3 +13,5 @@ pub use events::{Event, EventListener, Stats};
 pub use keeper::{KeeperConfig, LeaseKeeper};
 pub use record::{NamespaceRecord, Owner, SlotLease, SlotRecord, Snapshot, Versioned};
 pub use rules::{Refusal, Terms};
+#[cfg(feature = "mutation-switches")]
+pub use rules::mutation;

@@ -59,6 +59,12 @@ pub fn acquire(
 ) -> SlotRecord {
     debug_assert!(is_free(rec, now));
     let floor = rec.next_floor.max(floor_at_least);
+    #[cfg(feature = "mutation-switches")]
+    let floor = if mutation::is(mutation::Mutation::AcquireLowersFloor) {
+        floor - 300
+    } else {
+        floor
+    };
     let expires_at = now.saturating_add(terms.ttl_ms);
     let ceiling = expires_at.saturating_add(terms.tolerance_ms).max(floor);
     SlotRecord {
@@ -82,7 +88,10 @@ pub fn renew(
     now: i64,
     terms: Terms,
 ) -> Result<SlotRecord, Refusal> {
-    if !is_held_by(rec, owner, fence) {
+    let held = is_held_by(rec, owner, fence);
+    #[cfg(feature = "mutation-switches")]
+    let held = held || mutation::is(mutation::Mutation::RenewSkipsHolderCheck);
+    if !held {
         return Err(Refusal::NotHolder {
             owner: rec.owner.clone(),
             fence: rec.fence,
@@ -93,10 +102,17 @@ pub fn renew(
         .ceiling
         .max(expires_at.saturating_add(terms.tolerance_ms))
         .max(rec.floor);
+    let next_floor = rec.next_floor.max(ceiling);
+    #[cfg(feature = "mutation-switches")]
+    let next_floor = if mutation::is(mutation::Mutation::RenewKeepsNextFloor) {
+        rec.next_floor
+    } else {
+        next_floor
+    };
     Ok(SlotRecord {
         expires_at,
         ceiling,
-        next_floor: rec.next_floor.max(ceiling),
+        next_floor,
         ..rec.clone()
     })
 }
@@ -110,19 +126,107 @@ pub fn release(
     fence: u64,
     last_issued: Option<i64>,
 ) -> Result<SlotRecord, Refusal> {
-    if !is_held_by(rec, owner, fence) {
+    let held = is_held_by(rec, owner, fence);
+    #[cfg(feature = "mutation-switches")]
+    let held = held || mutation::is(mutation::Mutation::ReleaseSkipsHolderCheck);
+    if !held {
         return Err(Refusal::NotHolder {
             owner: rec.owner.clone(),
             fence: rec.fence,
         });
     }
     let issued_up_to = last_issued.unwrap_or(rec.floor).min(rec.ceiling);
+    let next_floor = rec.floor.max(issued_up_to);
+    #[cfg(feature = "mutation-switches")]
+    let next_floor = if mutation::is(mutation::Mutation::ReleaseHandsOverFloor) {
+        rec.floor
+    } else {
+        next_floor
+    };
     Ok(SlotRecord {
         owner: None,
         fence: rec.fence + 1,
-        next_floor: rec.floor.max(issued_up_to),
+        next_floor,
         ..rec.clone()
     })
+}
+
+/// Deliberate protocol bugs, switched on one at a time at run time, to prove that the tests
+/// notice a broken protocol (`cosid-core/tests/mutations.rs` runs the simulation under each and
+/// expects it to fail). Compiled only with the `mutation-switches` feature, which no build of
+/// the library for use turns on: without it none of this code, nor any check of it, exists.
+#[cfg(feature = "mutation-switches")]
+pub mod mutation {
+    use std::sync::atomic::{AtomicU8, Ordering};
+
+    /// One deliberate bug in the lease protocol or the generator's window check.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    #[repr(u8)]
+    pub enum Mutation {
+        /// No bug: the protocol as written.
+        None = 0,
+        /// A release hands over the old floor instead of the last issued timestamp.
+        ReleaseHandsOverFloor,
+        /// The generator's window check lets a holder issue at its floor (`<` for `<=`).
+        IssueAtFloor,
+        /// The generator's window check lets a holder issue 2 s past its ceiling.
+        IssuePastCeiling,
+        /// A renewal extends the ceiling but not `next_floor`: the next holder's floor stays at
+        /// the first ceiling.
+        RenewKeepsNextFloor,
+        /// An acquisition lowers the floor it grants by 300 ms.
+        AcquireLowersFloor,
+        /// A renewal is accepted from anyone, not only the holder under its fence.
+        RenewSkipsHolderCheck,
+        /// A release is accepted from anyone, not only the holder under its fence.
+        ReleaseSkipsHolderCheck,
+    }
+
+    impl Mutation {
+        /// Every deliberate bug (not [`Mutation::None`]).
+        pub const ALL: [Mutation; 7] = [
+            Mutation::ReleaseHandsOverFloor,
+            Mutation::IssueAtFloor,
+            Mutation::IssuePastCeiling,
+            Mutation::RenewKeepsNextFloor,
+            Mutation::AcquireLowersFloor,
+            Mutation::RenewSkipsHolderCheck,
+            Mutation::ReleaseSkipsHolderCheck,
+        ];
+    }
+
+    static ACTIVE: AtomicU8 = AtomicU8::new(Mutation::None as u8);
+
+    /// Switches `m` on (and every other one off) for the whole process.
+    pub fn set(m: Mutation) {
+        ACTIVE.store(m as u8, Ordering::SeqCst);
+    }
+
+    /// Whether `m` is switched on.
+    #[inline]
+    pub fn is(m: Mutation) -> bool {
+        ACTIVE.load(Ordering::Relaxed) == m as u8
+    }
+
+    /// The window the generator's check uses: the one bound, widened by
+    /// [`Mutation::IssueAtFloor`] (one ms lower: `start <= floor - 1` is `start < floor`) or
+    /// [`Mutation::IssuePastCeiling`].
+    #[inline]
+    pub fn checked_window(b: crate::window::Binding) -> crate::window::Binding {
+        if is(Mutation::IssueAtFloor) {
+            crate::window::Binding {
+                floor: b.floor - 1,
+                ..b
+            }
+        } else if is(Mutation::IssuePastCeiling) {
+            crate::window::Binding {
+                ceiling: b.ceiling + 2_000,
+                ..b
+            }
+        } else {
+            b
+        }
+    }
 }
 
 #[cfg(test)]
