@@ -1,4 +1,6 @@
-//! `cosid next --follow`: print ids until SIGTERM or SIGINT, then stop in order.
+//! `cosid next --follow`: print ids until SIGTERM or SIGINT, then stop in order. Also the
+//! signal handling of `cosid next -n COUNT`, which stops early at a signal, releases its slot and
+//! exits with 128 + the signal's number.
 //!
 //! The signal handler only sets a flag. The loop checks it between ids, so the last id printed
 //! is flushed before the runtime closes and releases the slot with that id's timestamp.
@@ -13,16 +15,19 @@
 use crate::{render, OutFormat};
 use cosid_core::{Clock, ErrorKind, Runtime, SystemClock};
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// The signal that set `STOP`.
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 /// The lowest and highest `--rate`, ids per second.
 pub(crate) const MIN_RATE: f64 = 0.001;
 pub(crate) const MAX_RATE: f64 = 1e9;
 
-extern "C" fn on_signal(_: libc::c_int) {
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNAL.store(sig, Ordering::SeqCst);
     STOP.store(true, Ordering::SeqCst);
 }
 
@@ -41,6 +46,11 @@ pub(crate) fn install_signal_handlers() {
 /// Whether SIGTERM or SIGINT arrived.
 pub(crate) fn stopped() -> bool {
     STOP.load(Ordering::SeqCst)
+}
+
+/// The exit status of a command cut short by the signal: 128 + its number (130 for SIGINT).
+pub(crate) fn signal_exit_status() -> u8 {
+    (128 + SIGNAL.load(Ordering::SeqCst)).clamp(129, 255) as u8
 }
 
 /// How far monotonic time jumps once a signal arrived: past any acquire-timeout or max-wait.

@@ -127,7 +127,12 @@ struct MigrateArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Next(a) => cmd_next(a),
+        Command::Next(a) => match cmd_next(a) {
+            // Cut short by SIGINT or SIGTERM: the slot was released.
+            Ok(Some(status)) => return ExitCode::from(status),
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        },
         Command::Parse(a) => cmd_parse(a),
         Command::Slots(a) => cmd_slots(a),
         Command::Migrate(a) => cmd_migrate(a),
@@ -235,7 +240,8 @@ pub(crate) fn render(layout: &Layout, format: OutFormat, id: u64) -> cosid_core:
     }
 }
 
-fn cmd_next(a: NextArgs) -> cosid_core::Result<()> {
+/// `Ok(Some(status))`: a `--count` run cut short by a signal, to exit with `status`.
+fn cmd_next(a: NextArgs) -> cosid_core::Result<Option<u8>> {
     let format = out_format(&a.format)?;
     if let Some(rate) = a.rate {
         if !(follow::MIN_RATE..=follow::MAX_RATE).contains(&rate) {
@@ -256,33 +262,31 @@ fn cmd_next(a: NextArgs) -> cosid_core::Result<()> {
         }
     }
     let config = build_config(&a.runtime)?;
-    let rt = if a.follow {
-        follow::install_signal_handlers();
-        // Waits that end at a signal, and the keeper's events on stderr (a store that fails
-        // shows why, not only the error ids then run into).
-        let built = Runtime::builder()
-            .config(config)
-            .clock(std::sync::Arc::new(follow::StopClock))
-            .on_event(|e| {
-                if !matches!(
-                    e,
-                    cosid_core::Event::SlotAcquired { .. } | cosid_core::Event::SlotReleased { .. }
-                ) {
-                    eprintln!("cosid: event: {}: {e}", e.name());
-                }
-            })
-            .build();
-        match built {
-            Ok(rt) => rt,
-            // Interrupted while waiting for a slot or the store: nothing was acquired.
-            Err(_) if follow::stopped() => {
-                eprintln!("cosid: stopped by a signal before a slot was acquired; nothing is held");
-                return Ok(());
+    follow::install_signal_handlers();
+    let interrupted = || (!a.follow).then(follow::signal_exit_status);
+    // Waits that end at a signal, and (with --follow) the keeper's events on stderr: a store
+    // that fails shows why, not only the errors ids then run into.
+    let mut builder = Runtime::builder()
+        .config(config)
+        .clock(std::sync::Arc::new(follow::StopClock));
+    if a.follow {
+        builder = builder.on_event(|e| {
+            if !matches!(
+                e,
+                cosid_core::Event::SlotAcquired { .. } | cosid_core::Event::SlotReleased { .. }
+            ) {
+                eprintln!("cosid: event: {}: {e}", e.name());
             }
-            Err(e) => return Err(e),
+        });
+    }
+    let rt = match builder.build() {
+        Ok(rt) => rt,
+        // Interrupted while waiting for a slot or the store: nothing was acquired.
+        Err(_) if follow::stopped() => {
+            eprintln!("cosid: stopped by a signal before a slot was acquired; nothing is held");
+            return Ok(interrupted());
         }
-    } else {
-        Runtime::new(config)?
+        Err(e) => return Err(e),
     };
     let result = if a.follow {
         follow::run(&rt, format, a.rate)
@@ -291,8 +295,13 @@ fn cmd_next(a: NextArgs) -> cosid_core::Result<()> {
     };
     // Ordered shutdown, also after an error: generators close, the slot is released.
     let closed = rt.close();
+    if !a.follow && follow::stopped() {
+        eprintln!("cosid: stopped by a signal before every id was printed; the slot is released");
+        closed?;
+        return Ok(interrupted());
+    }
     result?;
-    closed
+    closed.map(|()| None)
 }
 
 fn print_count(rt: &Runtime, format: OutFormat, count: u64) -> cosid_core::Result<()> {
@@ -300,9 +309,13 @@ fn print_count(rt: &Runtime, format: OutFormat, count: u64) -> cosid_core::Resul
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut buf = vec![0u64; count.min(4096) as usize];
     let mut left = count;
-    while left > 0 {
+    while left > 0 && !follow::stopped() {
         let n = left.min(buf.len() as u64) as usize;
-        rt.next_batch(&mut buf[..n])?;
+        match rt.next_batch(&mut buf[..n]) {
+            Ok(()) => {}
+            Err(_) if follow::stopped() => break,
+            Err(e) => return Err(e),
+        }
         for id in &buf[..n] {
             if writeln!(out, "{}", render(rt.layout(), format, *id)?).is_err() {
                 return Ok(()); // stdout closed (e.g. `| head`): stop quietly.

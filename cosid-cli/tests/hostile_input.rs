@@ -272,3 +272,37 @@ fn sigint_ends_a_wait_for_an_unreachable_store() {
     assert_eq!(status.code(), Some(0), "{rest}");
     assert!(rest.contains("nothing is held"), "{rest}");
 }
+
+/// `cosid next -n COUNT` stops early at SIGINT, releases its slot and exits with 130 (before,
+/// the default action killed it and the slot stayed held until its ttl ran out).
+#[test]
+fn sigint_stops_a_long_count_and_releases_the_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/s.db", dir.path().display());
+    let mut child = cosid()
+        .args(["next", "--store", &url, "-n", "100000000000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert!(first.trim().parse::<u64>().is_ok(), "{first:?}");
+    signal(&child, libc::SIGINT);
+    // Drain stdout so that the child is never blocked on a full pipe.
+    std::io::copy(&mut out, &mut std::io::sink()).unwrap();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("the slot is released"), "{err}");
+    let o = run(&["slots", "--store", &url, "--json"]);
+    let json = String::from_utf8(o.stdout).unwrap();
+    assert!(!json.is_empty() && !json.contains("\"held\""), "{json}");
+}
