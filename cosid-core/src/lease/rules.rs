@@ -60,11 +60,7 @@ pub fn acquire(
     debug_assert!(is_free(rec, now));
     let floor = rec.next_floor.max(floor_at_least);
     #[cfg(feature = "mutation-switches")]
-    let floor = if mutation::is(mutation::Mutation::AcquireLowersFloor) {
-        floor - 300
-    } else {
-        floor
-    };
+    let floor = mutation::acquired_floor(floor);
     let expires_at = now.saturating_add(terms.ttl_ms);
     let ceiling = expires_at.saturating_add(terms.tolerance_ms).max(floor);
     SlotRecord {
@@ -90,7 +86,7 @@ pub fn renew(
 ) -> Result<SlotRecord, Refusal> {
     let held = is_held_by(rec, owner, fence);
     #[cfg(feature = "mutation-switches")]
-    let held = held || mutation::is(mutation::Mutation::RenewSkipsHolderCheck);
+    let held = mutation::renewal_held(held);
     if !held {
         return Err(Refusal::NotHolder {
             owner: rec.owner.clone(),
@@ -104,11 +100,7 @@ pub fn renew(
         .max(rec.floor);
     let next_floor = rec.next_floor.max(ceiling);
     #[cfg(feature = "mutation-switches")]
-    let next_floor = if mutation::is(mutation::Mutation::RenewKeepsNextFloor) {
-        rec.next_floor
-    } else {
-        next_floor
-    };
+    let next_floor = mutation::renewed_next_floor(rec, next_floor);
     Ok(SlotRecord {
         expires_at,
         ceiling,
@@ -128,7 +120,7 @@ pub fn release(
 ) -> Result<SlotRecord, Refusal> {
     let held = is_held_by(rec, owner, fence);
     #[cfg(feature = "mutation-switches")]
-    let held = held || mutation::is(mutation::Mutation::ReleaseSkipsHolderCheck);
+    let held = mutation::release_held(held);
     if !held {
         return Err(Refusal::NotHolder {
             owner: rec.owner.clone(),
@@ -138,11 +130,7 @@ pub fn release(
     let issued_up_to = last_issued.unwrap_or(rec.floor).min(rec.ceiling);
     let next_floor = rec.floor.max(issued_up_to);
     #[cfg(feature = "mutation-switches")]
-    let next_floor = if mutation::is(mutation::Mutation::ReleaseHandsOverFloor) {
-        rec.floor
-    } else {
-        next_floor
-    };
+    let next_floor = mutation::released_next_floor(rec, next_floor);
     Ok(SlotRecord {
         owner: None,
         fence: rec.fence + 1,
@@ -157,6 +145,7 @@ pub fn release(
 /// the library for use turns on: without it none of this code, nor any check of it, exists.
 #[cfg(feature = "mutation-switches")]
 pub mod mutation {
+    use super::SlotRecord;
     use std::sync::atomic::{AtomicU8, Ordering};
 
     /// One deliberate bug in the lease protocol or the generator's window check.
@@ -206,6 +195,44 @@ pub mod mutation {
     #[inline]
     pub fn is(m: Mutation) -> bool {
         ACTIVE.load(Ordering::Relaxed) == m as u8
+    }
+
+    /// The floor an acquisition grants: 300 ms lower under [`Mutation::AcquireLowersFloor`].
+    pub(crate) fn acquired_floor(floor: i64) -> i64 {
+        if is(Mutation::AcquireLowersFloor) {
+            floor - 300
+        } else {
+            floor
+        }
+    }
+
+    /// Whether a renewal is by the holder: always under [`Mutation::RenewSkipsHolderCheck`].
+    pub(crate) fn renewal_held(held: bool) -> bool {
+        held || is(Mutation::RenewSkipsHolderCheck)
+    }
+
+    /// Whether a release is by the holder: always under [`Mutation::ReleaseSkipsHolderCheck`].
+    pub(crate) fn release_held(held: bool) -> bool {
+        held || is(Mutation::ReleaseSkipsHolderCheck)
+    }
+
+    /// The `next_floor` after a renewal: unchanged under [`Mutation::RenewKeepsNextFloor`].
+    pub(crate) fn renewed_next_floor(rec: &SlotRecord, next_floor: i64) -> i64 {
+        if is(Mutation::RenewKeepsNextFloor) {
+            rec.next_floor
+        } else {
+            next_floor
+        }
+    }
+
+    /// The `next_floor` after a release: the old floor under
+    /// [`Mutation::ReleaseHandsOverFloor`].
+    pub(crate) fn released_next_floor(rec: &SlotRecord, next_floor: i64) -> i64 {
+        if is(Mutation::ReleaseHandsOverFloor) {
+            rec.floor
+        } else {
+            next_floor
+        }
     }
 
     /// The window the generator's check uses: the one bound, widened by
