@@ -36,6 +36,7 @@
 
 #![allow(dead_code)]
 
+use cosid_core::lease::invariants;
 use cosid_core::lease::{
     AcquireRequest, Acquisition, Choice, LeaseClient, NamespaceRecord, Owner, Refusal, Renewal,
     SlotLease, SlotRecord, Terms, Versioned,
@@ -877,7 +878,10 @@ pub fn expired_lease_is_free_for_another_owner(open: Open) {
         tolerance_ms: 1_000,
     };
     let c = client(&store, &ns, 0, short);
-    let a = acquire(&c, &Owner::new("a")).lease;
+    let first = acquire(&c, &Owner::new("a")).lease;
+    thread::sleep(Duration::from_millis(20));
+    // Renewed once: the takeover's floor must clear the renewed ceiling, not the first one.
+    let a = renewed(&c, &first);
     thread::sleep(Duration::from_millis(50));
     let b = acquire(&c, &Owner::new("b"));
     assert_eq!((b.lease.slot, b.lease.fence), (0, a.fence + 1));
@@ -885,6 +889,14 @@ pub fn expired_lease_is_free_for_another_owner(open: Open) {
         b.lease.floor, a.ceiling,
         "floor = the expired holder's ceiling"
     );
+    // The same, as the lease invariant the simulation checks: disjoint windows per slot.
+    let grant = |l: &SlotLease| invariants::Step::Granted {
+        holder: invariants::Holder::of_lease(l),
+        floor: l.floor,
+        ceiling: l.ceiling,
+    };
+    invariants::disjoint_windows(&[grant(&first), grant(&a), grant(&b.lease)])
+        .unwrap_or_else(|v| panic!("{v}"));
     assert!(b.duplicate_owner_key.is_empty());
     assert_eq!(
         lost(&c, &a),
