@@ -225,13 +225,29 @@ impl Config {
 
     /// Reads and parses a configuration file.
     pub fn from_path(path: &Path) -> Result<Config> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        use std::io::Read;
+        let cannot = |e: std::io::Error| {
             Error::config(format!(
                 "cannot read configuration file '{}'",
                 path.display()
             ))
             .with_source(e)
-        })?;
+        };
+        // At most one byte past the limit is read, so a huge file (or /dev/zero) fails at once.
+        let mut text = String::new();
+        std::fs::File::open(path)
+            .and_then(|f| {
+                f.take(MAX_CONFIG_BYTES as u64 + 1)
+                    .read_to_string(&mut text)
+            })
+            .map_err(cannot)?;
+        if text.len() > MAX_CONFIG_BYTES {
+            return Err(Error::config(format!(
+                "configuration file '{}' is larger than the limit of {MAX_CONFIG_BYTES} bytes \
+                 (1 MiB)",
+                path.display()
+            )));
+        }
         Config::from_yaml(&text)
             .map_err(|e| Error::config(format!("{} (in '{}')", e.message(), path.display())))
     }
@@ -1010,6 +1026,12 @@ mod tests {
             Config::from_yaml(&quoted).unwrap().namespace,
             "[".repeat(100)
         );
+    }
+
+    #[test]
+    fn a_huge_file_is_refused_without_reading_it_whole() {
+        let e = Config::from_path(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.message().contains("limit of 1048576 bytes"), "{e}");
     }
 
     #[test]
