@@ -12,6 +12,6 @@ pub use client::{AcquireRequest, Acquisition, Choice, LeaseClient, Migration, Re
 pub use events::{Event, EventListener, Stats};
 pub use keeper::{KeeperConfig, LeaseKeeper};
 pub use record::{NamespaceRecord, Owner, SlotLease, SlotRecord, Snapshot, Versioned};
-pub use rules::{Refusal, Terms};
 #[cfg(feature = "mutation-switches")]
 pub use rules::mutation;
+pub use rules::{Refusal, Terms};
