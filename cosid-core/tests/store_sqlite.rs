@@ -373,7 +373,7 @@ fn a_newer_schema_is_refused_naming_both_versions() {
     let e = open_err(&db);
     let m = e.message();
     assert!(
-        m.contains("schema version 7") && m.contains("up to 1") && m.contains("upgrade cosid"),
+        m.contains("schema version 7") && m.contains("up to 2") && m.contains("upgrade cosid"),
         "{m}"
     );
 }
@@ -416,7 +416,48 @@ fn the_file_is_in_wal_mode_with_a_versioned_schema() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(version, 1);
+    assert_eq!(version, 2);
+}
+
+/// A file of schema version 1 (namespace records without a layout) is upgraded in place when
+/// opened; its namespaces keep their records and take the layout of their first runtime.
+#[test]
+fn a_file_of_schema_version_1_is_upgraded_and_keeps_its_records() {
+    use cosid_core::lease::record::IdLayout;
+    use cosid_core::Layout;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("slots.db");
+    let ns = unique_namespace("v1");
+    {
+        let store = open(&db);
+        acquire(&client(&store, &ns, 2, LONG), &Owner::new("old"));
+    }
+    // Back to the schema of version 1, as an earlier cosid wrote it.
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            "ALTER TABLE cosid_namespace DROP COLUMN layout;
+             UPDATE cosid_meta SET value = 1 WHERE key = 'schema_version';",
+        )
+        .unwrap();
+    let store = open(&db);
+    let before = store.snapshot(&ns).unwrap();
+    assert_eq!(before.namespace.as_ref().unwrap().value.layout, None);
+    assert_eq!(before.slots.slots.len(), 1);
+    let c = client(&store, &ns, 2, LONG).with_layout(&Layout::MILLIS);
+    assert_eq!(
+        c.open_namespace().unwrap().layout,
+        Some(IdLayout::of(&Layout::MILLIS))
+    );
+    let version: i64 = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT value FROM cosid_meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(version, 2);
 }
 
 #[test]

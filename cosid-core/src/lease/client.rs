@@ -2,7 +2,7 @@
 //! order of preference, renew, release. Each change is one compare-and-set of one record; a lost
 //! race re-reads and tries again.
 
-use super::record::{NamespaceRecord, Owner, SlotLease, SlotRecord, Versioned};
+use super::record::{IdLayout, NamespaceRecord, Owner, SlotLease, SlotRecord, Versioned};
 use super::rules::{self, Refusal, Terms};
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::SharedStore;
@@ -64,6 +64,7 @@ pub struct LeaseClient {
     namespace: String,
     limit: u32,
     terms: Terms,
+    layout: Option<IdLayout>,
 }
 
 impl LeaseClient {
@@ -87,7 +88,16 @@ impl LeaseClient {
             namespace: namespace.to_string(),
             limit: 1 << bits,
             terms,
+            layout: None,
         })
+    }
+
+    /// This client's runtime issues ids of `layout`: the namespace records it on first open and
+    /// refuses a runtime of another layout. Without it (tools that issue no ids) no layout is
+    /// written or checked.
+    pub fn with_layout(mut self, layout: &crate::layout::Layout) -> Self {
+        self.layout = Some(IdLayout::of(layout));
+        self
     }
 
     /// The store.
@@ -116,45 +126,57 @@ impl LeaseClient {
         }
     }
 
-    /// Creates the namespace record `{limit, tolerance}` or checks that the existing one matches;
-    /// a mismatch is refused with both values named.
+    /// Creates the namespace record `{limit, tolerance, layout}` or checks that the existing one
+    /// matches; a mismatch is refused with both values named. A record without a layout (written
+    /// before layouts were recorded, or by `cosid migrate`) gets this client's, by
+    /// compare-and-set: if another runtime wrote a different one first, this one is refused.
     pub fn open_namespace(&self) -> Result<NamespaceRecord> {
         for _ in 0..MAX_RACES {
             let snap = self.store.snapshot(&self.namespace)?;
-            match snap.namespace {
+            let (expected, rec) = match snap.namespace {
                 Some(Versioned { value, version }) if value.limit == 0 => {
                     // Created by `cosid migrate` before any runtime: complete it.
-                    let rec = NamespaceRecord {
-                        limit: self.limit,
-                        tolerance_ms: self.terms.tolerance_ms,
-                        ..value
-                    };
-                    if self
-                        .store
-                        .cas_namespace(&self.namespace, Some(version), &rec)?
-                        .is_some()
-                    {
-                        return Ok(rec);
-                    }
+                    self.check_layout(&value)?;
+                    (
+                        Some(version),
+                        NamespaceRecord {
+                            limit: self.limit,
+                            tolerance_ms: self.terms.tolerance_ms,
+                            layout: self.layout.or(value.layout),
+                            ..value
+                        },
+                    )
                 }
-                Some(Versioned { value, .. }) => {
+                Some(Versioned { value, version }) => {
                     self.check_matches(&value)?;
-                    return Ok(value);
+                    if value.layout.is_some() || self.layout.is_none() {
+                        return Ok(value);
+                    }
+                    // Recorded before layouts were: adopt ours.
+                    (
+                        Some(version),
+                        NamespaceRecord {
+                            layout: self.layout,
+                            ..value
+                        },
+                    )
                 }
-                None => {
-                    let rec = NamespaceRecord {
+                None => (
+                    None,
+                    NamespaceRecord {
                         limit: self.limit,
                         tolerance_ms: self.terms.tolerance_ms,
                         not_before_ms: 0,
-                    };
-                    if self
-                        .store
-                        .cas_namespace(&self.namespace, None, &rec)?
-                        .is_some()
-                    {
-                        return Ok(rec);
-                    }
-                }
+                        layout: self.layout,
+                    },
+                ),
+            };
+            if self
+                .store
+                .cas_namespace(&self.namespace, expected, &rec)?
+                .is_some()
+            {
+                return Ok(rec);
             }
         }
         Err(self.too_many_races("creating the namespace"))
@@ -187,7 +209,27 @@ impl LeaseClient {
                 ),
             ));
         }
-        Ok(())
+        self.check_layout(rec)
+    }
+
+    /// Refuses a recorded layout other than this client's (an absent one on either side is not
+    /// a mismatch: see [`LeaseClient::open_namespace`]).
+    fn check_layout(&self, rec: &NamespaceRecord) -> Result<()> {
+        match (rec.layout, self.layout) {
+            (Some(recorded), Some(mine)) if recorded != mine => Err(Error::new(
+                ErrorKind::NamespaceMismatch,
+                format!(
+                    "namespace '{}' records the id layout {recorded} ({}); this runtime uses \
+                     {mine} ({}); ids of two layouts collide, so use the recorded layout or \
+                     another namespace (`cosid migrate` is the way to change a namespace's \
+                     layout)",
+                    self.namespace,
+                    recorded.encode(),
+                    mine.encode()
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn too_many_races(&self, what: &str) -> Error {
@@ -208,11 +250,15 @@ impl LeaseClient {
                 .snapshot(&self.namespace)
                 .map_err(|e| self.store_error(e))?;
             let ns = match &snap.namespace {
-                Some(v) if v.value.limit != 0 => {
+                Some(v)
+                    if v.value.limit != 0
+                        && (v.value.layout.is_some() || self.layout.is_none()) =>
+                {
                     self.check_matches(&v.value)?;
                     v.value
                 }
-                // The namespace vanished (store restarted empty) or was never completed.
+                // The namespace vanished (store restarted empty), was never completed, or has no
+                // layout recorded yet.
                 _ => {
                     self.open_namespace()?;
                     continue;
@@ -467,6 +513,7 @@ impl LeaseClient {
                         limit: 0,
                         tolerance_ms: 0,
                         not_before_ms: 0,
+                        layout: None,
                     },
                 ),
             };

@@ -11,7 +11,7 @@ pub mod rules;
 pub use client::{AcquireRequest, Acquisition, Choice, LeaseClient, Migration, Renewal};
 pub use events::{Event, EventListener, Stats};
 pub use keeper::{KeeperConfig, LeaseKeeper};
-pub use record::{NamespaceRecord, Owner, SlotLease, SlotRecord, Snapshot, Versioned};
+pub use record::{IdLayout, NamespaceRecord, Owner, SlotLease, SlotRecord, Snapshot, Versioned};
 #[cfg(feature = "mutation-switches")]
 pub use rules::mutation;
 pub use rules::{Refusal, Terms};

@@ -1,6 +1,7 @@
 //! The data of the slot lease: what a store keeps per namespace and per slot, and what a holder
 //! is granted. All times are ms since the Unix epoch in the store's clock.
 
+use crate::layout::{Layout, TimeUnit};
 use std::fmt;
 use uuid::Uuid;
 
@@ -30,9 +31,9 @@ impl fmt::Display for Owner {
     }
 }
 
-/// The namespace record `{limit, tolerance}` (D20), written by the first runtime; a runtime asking
-/// for other values is refused. `not_before` is raised by `cosid migrate`: no window on any slot
-/// starts below it.
+/// The namespace record `{limit, tolerance, layout}`, written by the first runtime; a runtime
+/// asking for other values is refused. `not_before` is raised by `cosid migrate`: no window on
+/// any slot starts below it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NamespaceRecord {
     /// Number of slots, `2^bits`.
@@ -41,6 +42,91 @@ pub struct NamespaceRecord {
     pub tolerance_ms: i64,
     /// The lowest floor any acquisition may get, ms (0 when never migrated).
     pub not_before_ms: i64,
+    /// The id layout every runtime of the namespace uses; `None` in a record written before
+    /// layouts were recorded (or by `cosid migrate` before any runtime): the first runtime
+    /// that opens the namespace writes its own.
+    pub layout: Option<IdLayout>,
+}
+
+/// What of an id layout decides which id a `(time, slot, sequence)` becomes: the epoch, the
+/// unit and the three bit widths. Windows are disjoint in time, so two runtimes of one
+/// namespace with layouts that differ in any of these can issue the same id from different
+/// slots and times (an epoch 2 s later turns time `t` into the other's `t - 2s`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IdLayout {
+    /// The epoch, ms since the Unix epoch.
+    pub epoch_ms: i64,
+    /// The time unit.
+    pub unit: TimeUnit,
+    /// Timestamp bits.
+    pub timestamp_bits: u8,
+    /// Node (slot) bits.
+    pub node_bits: u8,
+    /// Sequence bits.
+    pub sequence_bits: u8,
+}
+
+impl IdLayout {
+    /// The recorded part of `layout`.
+    pub fn of(layout: &Layout) -> Self {
+        IdLayout {
+            epoch_ms: layout.epoch_ms(),
+            unit: layout.unit(),
+            timestamp_bits: layout.timestamp_bits(),
+            node_bits: layout.node_bits(),
+            sequence_bits: layout.sequence_bits(),
+        }
+    }
+
+    /// The stored form, one word: `EPOCH_MS:UNIT:TS/NODE/SEQ`, e.g. `1577203200000:ms:41/10/12`.
+    pub fn encode(&self) -> String {
+        format!(
+            "{}:{}:{}/{}/{}",
+            self.epoch_ms,
+            self.unit.name(),
+            self.timestamp_bits,
+            self.node_bits,
+            self.sequence_bits
+        )
+    }
+
+    /// Reads what [`IdLayout::encode`] wrote; `None` for anything else.
+    pub fn decode(text: &str) -> Option<Self> {
+        let mut parts = text.split(':');
+        let epoch_ms = parts.next()?.parse().ok()?;
+        let unit = match parts.next()? {
+            "ms" => TimeUnit::Millis,
+            "s" => TimeUnit::Seconds,
+            _ => return None,
+        };
+        let mut bits = parts.next()?.split('/').map(|b| b.parse::<u8>().ok());
+        let (timestamp_bits, node_bits, sequence_bits) =
+            (bits.next()??, bits.next()??, bits.next()??);
+        if parts.next().is_some() || bits.next().is_some() {
+            return None;
+        }
+        Some(IdLayout {
+            epoch_ms,
+            unit,
+            timestamp_bits,
+            node_bits,
+            sequence_bits,
+        })
+    }
+}
+
+impl fmt::Display for IdLayout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "epoch {}, unit {}, {}/{}/{} timestamp/node/sequence bits",
+            crate::time::format_rfc3339_ms(self.epoch_ms),
+            self.unit.name(),
+            self.timestamp_bits,
+            self.node_bits,
+            self.sequence_bits
+        )
+    }
 }
 
 /// One slot's state in the store.
@@ -131,6 +217,35 @@ impl SlotLease {
             floor: rec.floor,
             ceiling: rec.ceiling,
             store_now,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_layouts_round_trip_and_malformed_text_is_refused() {
+        for l in [Layout::MILLIS, Layout::SECONDS, Layout::SAFE_JS_MILLIS] {
+            let id = IdLayout::of(&l);
+            assert_eq!(IdLayout::decode(&id.encode()), Some(id));
+        }
+        assert_eq!(
+            IdLayout::of(&Layout::MILLIS).encode(),
+            "1577203200000:ms:41/10/12"
+        );
+        for bad in [
+            "",
+            "1577203200000",
+            "1577203200000:us:41/10/12",
+            "1577203200000:ms:41/10",
+            "1577203200000:ms:41/10/12/1",
+            "1577203200000:ms:41/10/12:x",
+            "x:ms:41/10/12",
+            "1577203200000:ms:41/10/300",
+        ] {
+            assert_eq!(IdLayout::decode(bad), None, "{bad}");
         }
     }
 }

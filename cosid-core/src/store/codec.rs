@@ -5,8 +5,10 @@
 //!
 //! ```text
 //! cosid-slot/1 slot=3 fence=1 expires_at=… floor=… ceiling=… next_floor=… owner_key=h%3A1 owner_incarnation=… last_owner_key=h%3A1
-//! cosid-namespace/1 limit=1024 tolerance_ms=1000 not_before_ms=0
+//! cosid-namespace/1 limit=1024 tolerance_ms=1000 not_before_ms=0 layout=1577203200000:ms:41/10/12
 //! ```
+//!
+//! A namespace record written before layouts were recorded has no `layout` field.
 //!
 //! Owner keys are percent-encoded (every byte outside `A-Z a-z 0-9 - _ . : / @ +`), so a line
 //! never holds a space, `=`, `|` or a line break of its own. An absent owner or last owner is an
@@ -18,6 +20,7 @@
 //! it would silently lose what a newer cosid meant by it.
 
 use crate::error::{Error, Result};
+use crate::lease::record::IdLayout;
 use crate::lease::{NamespaceRecord, Owner, SlotRecord};
 use std::fmt::Write as _;
 
@@ -46,10 +49,14 @@ pub(crate) fn encode_slot(rec: &SlotRecord) -> String {
 
 /// The text of a namespace record.
 pub(crate) fn encode_namespace(rec: &NamespaceRecord) -> String {
-    format!(
+    let mut out = format!(
         "{NAMESPACE_FORMAT} limit={} tolerance_ms={} not_before_ms={}",
         rec.limit, rec.tolerance_ms, rec.not_before_ms
-    )
+    );
+    if let Some(layout) = &rec.layout {
+        let _ = write!(out, " layout={}", layout.encode());
+    }
+    out
 }
 
 /// Reads what [`encode_slot`] wrote. `place` names the store and key for the error.
@@ -115,11 +122,17 @@ pub(crate) fn decode_namespace(text: &[u8], place: &str) -> Result<NamespaceReco
     let mut limit = None;
     let mut tolerance_ms = None;
     let mut not_before_ms = None;
+    let mut layout = None;
     while let Some((name, value)) = fields.next()? {
         let taken = match name {
             "limit" => set(&mut limit, fields.number::<u32>(name, value)?),
             "tolerance_ms" => set(&mut tolerance_ms, fields.number::<i64>(name, value)?),
             "not_before_ms" => set(&mut not_before_ms, fields.number::<i64>(name, value)?),
+            "layout" => set(
+                &mut layout,
+                IdLayout::decode(value)
+                    .ok_or_else(|| bad(place, &format!("layout '{value}' is malformed")))?,
+            ),
             other => return Err(bad(place, &format!("unknown field '{other}'"))),
         };
         if !taken {
@@ -130,6 +143,7 @@ pub(crate) fn decode_namespace(text: &[u8], place: &str) -> Result<NamespaceReco
         limit: limit.ok_or_else(|| missing(place, "limit"))?,
         tolerance_ms: tolerance_ms.ok_or_else(|| missing(place, "tolerance_ms"))?,
         not_before_ms: not_before_ms.ok_or_else(|| missing(place, "not_before_ms"))?,
+        layout,
     })
 }
 
@@ -256,15 +270,23 @@ mod tests {
             decode_slot(encode_slot(&vacant).as_bytes(), "k").unwrap(),
             vacant
         );
-        let ns = NamespaceRecord {
+        let mut ns = NamespaceRecord {
             limit: 1 << 20,
             tolerance_ms: 1_000,
             not_before_ms: 42,
+            layout: None,
         };
+        // A record written before layouts were recorded reads as one without a layout.
+        let old = "cosid-namespace/1 limit=1048576 tolerance_ms=1000 not_before_ms=42";
+        assert_eq!(encode_namespace(&ns), old);
+        assert_eq!(decode_namespace(old.as_bytes(), "k").unwrap(), ns);
+        ns.layout = Some(IdLayout::of(&crate::layout::Layout::SAFE_JS_SECONDS));
         assert_eq!(
             decode_namespace(encode_namespace(&ns).as_bytes(), "k").unwrap(),
             ns
         );
+        let e = decode_namespace(format!("{old} layout=1:ms:41").as_bytes(), "k").unwrap_err();
+        assert!(e.message().contains("layout '1:ms:41' is malformed"), "{e}");
     }
 
     #[test]

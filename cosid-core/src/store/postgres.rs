@@ -24,6 +24,7 @@
 use super::blocking::{Failure, IoRuntime, DEFAULT_TIMEOUT};
 use super::{NamespaceSnapshot, SlotStore, StoreUrl};
 use crate::error::{Error, Result};
+use crate::lease::record::IdLayout;
 use crate::lease::{NamespaceRecord, Owner, SlotRecord, Snapshot, Versioned};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
@@ -40,7 +41,7 @@ use tokio_postgres::{Client, NoTls, Row, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// The schema version this build writes and reads.
-const SCHEMA_VERSION: i32 = 1;
+const SCHEMA_VERSION: i32 = 2;
 
 /// Key of the advisory lock held while the schema is checked and created ("cosid" in ASCII).
 const SCHEMA_LOCK: i64 = 0x63_6f73_6964;
@@ -79,6 +80,10 @@ CREATE TABLE IF NOT EXISTS cosid_slot (
     next_floor_ms     bigint  NOT NULL,
     PRIMARY KEY (namespace, slot)
 );
+-- Version 2: the id layout per namespace (none in records of version 1 until their first
+-- runtime of this version writes its own).
+ALTER TABLE cosid_namespace ADD COLUMN IF NOT EXISTS layout text;
+UPDATE cosid_schema SET version = 2 WHERE id = 1 AND version < 2;
 ";
 
 /// The store clock in ms, evaluated once per statement (a volatile CTE is not inlined).
@@ -91,7 +96,7 @@ const SLOT_COLUMNS: &str = "s.slot, s.version, s.owner_key, s.owner_incarnation,
 fn snapshot_sql() -> String {
     format!(
         "{CLOCK} SELECT c.now, n.version, n.slot_limit, n.tolerance_ms, n.not_before_ms, \
-         {SLOT_COLUMNS} FROM c LEFT JOIN cosid_namespace n ON n.namespace = $1 \
+         {SLOT_COLUMNS}, n.layout FROM c LEFT JOIN cosid_namespace n ON n.namespace = $1 \
          LEFT JOIN cosid_slot s ON s.namespace = $1"
     )
 }
@@ -104,13 +109,13 @@ fn read_slot_sql() -> String {
 }
 
 const INSERT_NAMESPACE: &str = "INSERT INTO cosid_namespace \
-     (namespace, version, slot_limit, tolerance_ms, not_before_ms) \
-     VALUES ($1, nextval('cosid_version_seq'), $2, $3, $4) \
+     (namespace, version, slot_limit, tolerance_ms, not_before_ms, layout) \
+     VALUES ($1, nextval('cosid_version_seq'), $2, $3, $4, $5) \
      ON CONFLICT (namespace) DO NOTHING RETURNING version";
 
 const UPDATE_NAMESPACE: &str =
     "UPDATE cosid_namespace SET version = nextval('cosid_version_seq'), \
-     slot_limit = $3, tolerance_ms = $4, not_before_ms = $5 \
+     slot_limit = $3, tolerance_ms = $4, not_before_ms = $5, layout = $6 \
      WHERE namespace = $1 AND version = $2 RETURNING version";
 
 const INSERT_SLOT: &str = "INSERT INTO cosid_slot (namespace, slot, version, owner_key, \
@@ -659,12 +664,21 @@ impl SlotStore for PostgresStore {
             None => None,
             Some(version) => {
                 let limit: i64 = first.try_get(2).map_err(get_err)?;
+                // The last column, after the slot's.
+                let layout: Option<String> = first.try_get(15).map_err(get_err)?;
+                let layout = match layout {
+                    Some(text) => Some(IdLayout::decode(&text).ok_or_else(|| {
+                        self.bad_row(what, &format!("namespace layout '{text}'"))
+                    })?),
+                    None => None,
+                };
                 Some(Versioned {
                     value: NamespaceRecord {
                         limit: u32::try_from(limit)
                             .map_err(|_| self.bad_row(what, &format!("namespace limit {limit}")))?,
                         tolerance_ms: first.try_get(3).map_err(get_err)?,
                         not_before_ms: first.try_get(4).map_err(get_err)?,
+                        layout,
                     },
                     version: version as u64,
                 })
@@ -698,7 +712,8 @@ impl SlotStore for PostgresStore {
                     namespace.to_string(),
                     limit,
                     record.tolerance_ms,
-                    record.not_before_ms
+                    record.not_before_ms,
+                    record.layout.map(|l| l.encode())
                 ],
             )?,
             Some(v) => {
@@ -711,7 +726,8 @@ impl SlotStore for PostgresStore {
                         v,
                         limit,
                         record.tolerance_ms,
-                        record.not_before_ms
+                        record.not_before_ms,
+                        record.layout.map(|l| l.encode())
                     ],
                 )?
             }

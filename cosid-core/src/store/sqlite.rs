@@ -27,6 +27,7 @@
 use super::{NamespaceSnapshot, SlotStore};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{Error, Result};
+use crate::lease::record::IdLayout;
 use crate::lease::{NamespaceRecord, Owner, SlotRecord, Snapshot, Versioned};
 use rusqlite::{
     params, Connection, ErrorCode, OpenFlags, OptionalExtension, Row, Transaction,
@@ -39,7 +40,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The schema this build writes and understands.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// How long a connection waits for another one's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -58,7 +59,8 @@ CREATE TABLE IF NOT EXISTS cosid_namespace (
     version       INTEGER NOT NULL,
     slot_limit    INTEGER NOT NULL CHECK (slot_limit >= 0),
     tolerance_ms  INTEGER NOT NULL,
-    not_before_ms INTEGER NOT NULL
+    not_before_ms INTEGER NOT NULL,
+    layout        TEXT
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS cosid_slot (
     namespace         TEXT NOT NULL,
@@ -76,7 +78,7 @@ CREATE TABLE IF NOT EXISTS cosid_slot (
     PRIMARY KEY (namespace, slot)
 ) WITHOUT ROWID;";
 
-const SELECT_NAMESPACE: &str = "SELECT version, slot_limit, tolerance_ms, not_before_ms
+const SELECT_NAMESPACE: &str = "SELECT version, slot_limit, tolerance_ms, not_before_ms, layout
     FROM cosid_namespace WHERE namespace = ?1";
 
 const SLOT_COLUMNS: &str = "slot, version, owner_key, owner_incarnation, last_owner_key, fence, \
@@ -86,10 +88,11 @@ const NEXT_VERSION: &str =
     "UPDATE cosid_meta SET value = value + 1 WHERE key = 'last_version' RETURNING value";
 
 const UPSERT_NAMESPACE: &str = "INSERT INTO cosid_namespace
-    (namespace, version, slot_limit, tolerance_ms, not_before_ms) VALUES (?1, ?2, ?3, ?4, ?5)
+    (namespace, version, slot_limit, tolerance_ms, not_before_ms, layout)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6)
     ON CONFLICT (namespace) DO UPDATE SET version = excluded.version,
         slot_limit = excluded.slot_limit, tolerance_ms = excluded.tolerance_ms,
-        not_before_ms = excluded.not_before_ms";
+        not_before_ms = excluded.not_before_ms, layout = excluded.layout";
 
 const UPSERT_SLOT: &str = "INSERT INTO cosid_slot
     (namespace, slot, version, owner_key, owner_incarnation, last_owner_key, fence, expires_at,
@@ -131,6 +134,9 @@ impl fmt::Debug for SqliteStore {
             .finish_non_exhaustive()
     }
 }
+
+/// One namespace row as stored: version, limit, tolerance, not-before, layout.
+type NamespaceRow = (i64, i64, i64, i64, Option<String>);
 
 /// One slot row as stored, before it is checked.
 struct SlotRow {
@@ -277,14 +283,21 @@ impl SqliteStore {
     fn decode_namespace(
         &self,
         namespace: &str,
-        (version, limit, tolerance_ms, not_before_ms): (i64, i64, i64, i64),
+        (version, limit, tolerance_ms, not_before_ms, layout): NamespaceRow,
     ) -> Result<Versioned<NamespaceRecord>> {
         let bad = |what: String| self.malformed(namespace, &what);
+        let layout = match layout {
+            Some(text) => {
+                Some(IdLayout::decode(&text).ok_or_else(|| bad(format!("layout '{text}'")))?)
+            }
+            None => None,
+        };
         Ok(Versioned {
             value: NamespaceRecord {
                 limit: u32::try_from(limit).map_err(|_| bad(format!("limit {limit}")))?,
                 tolerance_ms,
                 not_before_ms,
+                layout,
             },
             version: u64::try_from(version)
                 .map_err(|_| bad(format!("namespace version {version}")))?,
@@ -475,6 +488,15 @@ fn init_schema(conn: &mut Connection, path: &Path) -> Result<()> {
         .map_err(|e| fail(doing, e))?;
     match version {
         Some(SCHEMA_VERSION) => {}
+        Some(1) => {
+            // Version 2 records the id layout per namespace; records of version 1 have none
+            // until their first runtime of this version writes its own.
+            tx.execute_batch(
+                "ALTER TABLE cosid_namespace ADD COLUMN layout TEXT;
+                 UPDATE cosid_meta SET value = 2 WHERE key = 'schema_version';",
+            )
+            .map_err(|e| fail(doing, e))?;
+        }
         Some(v) if v > SCHEMA_VERSION => {
             return Err(Error::store(format!(
                 "SQLite store '{}' has schema version {v}, written by a newer cosid; this \
@@ -567,7 +589,7 @@ impl SlotStore for SqliteStore {
                 let tx = conn.transaction().map_err(|e| self.fail(&doing, e))?;
                 let ns_row = tx
                     .query_row(SELECT_NAMESPACE, [namespace], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
                     })
                     .optional()
                     .map_err(|e| self.fail(&doing, e))?;
@@ -633,7 +655,8 @@ impl SlotStore for SqliteStore {
                         version,
                         record.limit,
                         record.tolerance_ms,
-                        record.not_before_ms
+                        record.not_before_ms,
+                        record.layout.map(|l| l.encode())
                     ],
                 )
                 .map_err(|e| self.fail(&doing, e))?;

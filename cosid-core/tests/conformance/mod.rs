@@ -37,12 +37,13 @@
 #![allow(dead_code)]
 
 use cosid_core::lease::invariants;
+use cosid_core::lease::record::IdLayout;
 use cosid_core::lease::{
     AcquireRequest, Acquisition, Choice, LeaseClient, NamespaceRecord, Owner, Refusal, Renewal,
     SlotLease, SlotRecord, Terms, Versioned,
 };
 use cosid_core::store::{SharedStore, StoreUrl};
-use cosid_core::{Clock, ErrorKind, ManualClock};
+use cosid_core::{Clock, ErrorKind, Layout, ManualClock, TimeUnit};
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -66,6 +67,8 @@ macro_rules! conformance_suite {
             open_namespace_records_limit_and_tolerance,
             namespace_limit_mismatch_is_refused_naming_both_values,
             namespace_tolerance_mismatch_is_refused_naming_both_values,
+            namespace_layout_mismatch_is_refused_naming_both_layouts,
+            a_namespace_without_a_layout_takes_the_first_runtime_s,
             acquire_follows_the_table,
             acquire_ceiling_is_never_below_the_floor,
             renew_extends_the_lease_and_keeps_the_fence,
@@ -207,6 +210,7 @@ pub fn cas_namespace_with_a_stale_version_writes_nothing(open: Open) {
         limit: 8,
         tolerance_ms: 1_000,
         not_before_ms: 0,
+        layout: None,
     };
     let b = NamespaceRecord {
         not_before_ms: 5,
@@ -337,6 +341,7 @@ pub fn slot_records_round_trip_every_field(open: Open) {
         limit: 1 << 20,
         tolerance_ms: i64::MAX,
         not_before_ms: (1 << 53) + 1,
+        layout: Some(IdLayout::of(&Layout::SAFE_JS_SECONDS)),
     };
     let v = store.cas_namespace(&ns, None, &ns_rec).unwrap().unwrap();
     assert_eq!(
@@ -362,6 +367,7 @@ pub fn namespaces_are_isolated(open: Open) {
                 limit: 2,
                 tolerance_ms: 1,
                 not_before_ms: 0,
+                layout: None,
             },
         )
         .unwrap()
@@ -402,6 +408,7 @@ pub fn versions_never_repeat_for_a_key(open: Open) {
             limit: 4,
             tolerance_ms: 1_000,
             not_before_ms: i,
+            layout: None,
         };
         let v = store.cas_namespace(&ns, version, &rec).unwrap().unwrap();
         assert!(seen.insert(v), "namespace version {v} handed out twice");
@@ -487,6 +494,7 @@ pub fn open_namespace_records_limit_and_tolerance(open: Open) {
         limit: 32,
         tolerance_ms: 1_500,
         not_before_ms: 0,
+        layout: None,
     };
     assert_eq!(rec, want);
     assert_eq!(store.snapshot(&ns).unwrap().namespace.unwrap().value, want);
@@ -561,6 +569,95 @@ pub fn namespace_tolerance_mismatch_is_refused_naming_both_values(open: Open) {
         1,
         "the refused runtime took no slot"
     );
+}
+
+/// A layout like the millisecond preset with its epoch moved `by_ms`.
+fn millis_layout_with_epoch_moved(by_ms: i64) -> Layout {
+    Layout::new(
+        Layout::MILLIS.epoch_ms() + by_ms,
+        TimeUnit::Millis,
+        41,
+        10,
+        12,
+        false,
+    )
+    .unwrap()
+}
+
+/// Two runtimes of one namespace whose epochs are 2 s apart would issue the same ids (the
+/// second's time `t` is the first's `t - 2s`): the namespace records the first one's layout
+/// and refuses the second, naming both layouts.
+pub fn namespace_layout_mismatch_is_refused_naming_both_layouts(open: Open) {
+    let store = open();
+    let ns = unique_namespace("layout-mismatch");
+    let first = IdLayout::of(&Layout::MILLIS);
+    let second = millis_layout_with_epoch_moved(2_000);
+    let a = client(&store, &ns, 3, LONG).with_layout(&Layout::MILLIS);
+    assert_eq!(a.open_namespace().unwrap().layout, Some(first));
+    acquire(&a, &Owner::new("a"));
+    let b = client(&open(), &ns, 3, LONG).with_layout(&second);
+    for e in [
+        b.open_namespace().unwrap_err(),
+        b.acquire(&request(&Owner::new("b"))).unwrap_err(),
+    ] {
+        assert_eq!(e.kind(), ErrorKind::NamespaceMismatch, "{e}");
+        let m = e.message();
+        assert!(m.contains(&ns), "{m}");
+        assert!(
+            m.contains(&first.encode()),
+            "names the recorded layout: {m}"
+        );
+        assert!(
+            m.contains(&IdLayout::of(&second).encode()),
+            "names this runtime's layout: {m}"
+        );
+        assert!(m.contains("cosid migrate"), "{m}");
+    }
+    // Another unit or bit split is refused the same way; the same layout is accepted.
+    let seconds = client(&open(), &ns, 3, LONG).with_layout(&Layout::SECONDS);
+    assert_eq!(
+        seconds.open_namespace().unwrap_err().kind(),
+        ErrorKind::NamespaceMismatch
+    );
+    let same = client(&open(), &ns, 3, LONG).with_layout(&Layout::MILLIS);
+    assert_eq!(same.open_namespace().unwrap().layout, Some(first));
+}
+
+/// A namespace record written before layouts were recorded (or by `cosid migrate`) has none:
+/// the first runtime that opens it writes its own by compare-and-set, and a runtime of
+/// another layout is refused from then on. The migration's not-before is kept.
+pub fn a_namespace_without_a_layout_takes_the_first_runtime_s(open: Open) {
+    let store = open();
+    let ns = unique_namespace("layout-adopted");
+    let old = NamespaceRecord {
+        limit: 8,
+        tolerance_ms: LONG.tolerance_ms,
+        not_before_ms: 77,
+        layout: None,
+    };
+    store.cas_namespace(&ns, None, &old).unwrap().unwrap();
+    let mine = millis_layout_with_epoch_moved(-2_000);
+    let a = client(&store, &ns, 3, LONG).with_layout(&mine);
+    let got = acquire(&a, &Owner::new("a"));
+    assert!(got.lease.floor >= 77);
+    let rec = store.snapshot(&ns).unwrap().namespace.unwrap().value;
+    assert_eq!(
+        rec,
+        NamespaceRecord {
+            layout: Some(IdLayout::of(&mine)),
+            ..old
+        }
+    );
+    let b = client(&open(), &ns, 3, LONG).with_layout(&Layout::MILLIS);
+    assert_eq!(
+        b.open_namespace().unwrap_err().kind(),
+        ErrorKind::NamespaceMismatch
+    );
+    // A tool that issues no ids (no layout) still reads the namespace, and `cosid migrate`
+    // keeps the layout.
+    client(&open(), &ns, 3, LONG).open_namespace().unwrap();
+    let m = cosid_core::lease::LeaseClient::raise_not_before(&store, &ns, 1_000).unwrap();
+    assert_eq!(m.namespace.layout, Some(IdLayout::of(&mine)));
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -1131,7 +1228,8 @@ pub fn raise_not_before_on_a_new_namespace_is_completed_by_the_first_runtime(ope
         NamespaceRecord {
             limit: 8,
             tolerance_ms: LONG.tolerance_ms,
-            not_before_ms: nb
+            not_before_ms: nb,
+            layout: None,
         }
     );
 }

@@ -202,6 +202,7 @@ pub fn namespace_created_by_32_runtimes_at_once(ctx: &Ctx) {
         limit: 1024,
         tolerance_ms: LONG.tolerance_ms,
         not_before_ms: 0,
+        layout: None,
     };
     assert!(records.iter().all(|r| *r == want), "{records:?}");
     let stored = ctx
@@ -319,6 +320,7 @@ pub fn unreachable_server_is_a_store_error_naming_it(ctx: &Ctx) {
                     limit: 1,
                     tolerance_ms: 1,
                     not_before_ms: 0,
+                    layout: None,
                 },
             )
             .map(|_| ()),
