@@ -27,7 +27,7 @@ pub(crate) fn load(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResul
         return core(Config::embedded_default());
     };
     if let Ok(s) = obj.cast::<PyString>() {
-        let text: &str = &s.to_cow()?;
+        let text: &str = &errors::text(py, s, "the configuration")?;
         if !text.contains('\n') && !text.is_empty() && Path::new(text).is_file() {
             return core(Config::from_path(Path::new(text)));
         }
@@ -104,7 +104,7 @@ fn to_value(py: Python<'_>, obj: &Bound<'_, PyAny>, path: &str, depth: usize) ->
         return Ok(Value::Number(Number::from(f.value())));
     }
     if let Ok(s) = obj.cast::<PyString>() {
-        return Ok(Value::String(s.to_cow()?.to_string()));
+        return Ok(Value::String(errors::text(py, s, path)?.into_owned()));
     }
     if obj.is_instance_of::<PyDict>() || obj.is_instance_of::<PyMapping>() {
         let mut map = Mapping::new();
@@ -118,7 +118,7 @@ fn to_value(py: Python<'_>, obj: &Bound<'_, PyAny>, path: &str, depth: usize) ->
                     type_name(&k)
                 )));
             };
-            let key = key.to_cow()?.to_string();
+            let key = errors::text(py, key, &format!("a key of {path}"))?.into_owned();
             let child = to_value(py, &v, &format!("{path}[{key:?}]"), depth + 1)?;
             map.insert(Value::String(key), child);
         }

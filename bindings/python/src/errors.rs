@@ -86,3 +86,30 @@ pub(crate) fn config(py: Python<'_>, message: impl Into<String>) -> PyErr {
 pub(crate) fn kind_named(name: &str) -> Option<ErrorKind> {
     ErrorKind::ALL.iter().copied().find(|k| k.name() == name)
 }
+
+/// The UTF-8 text of a `str` argument. A `str` holding a lone surrogate (`'\ud800'`, e.g. from
+/// `os.fsdecode` of undecodable bytes) has no UTF-8 form: that is a bad value, so it raises
+/// `InvalidArgumentError` naming `what`, not a `UnicodeEncodeError`.
+pub(crate) fn text<'a>(
+    py: Python<'_>,
+    s: &'a Bound<'_, pyo3::types::PyString>,
+    what: &str,
+) -> PyResult<std::borrow::Cow<'a, str>> {
+    s.to_cow().map_err(|e| {
+        let repr = s
+            .repr()
+            .map(|r| r.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut shown: String = repr.chars().take(80).collect();
+        if repr.chars().count() > 80 {
+            shown.push_str("...");
+        }
+        invalid(
+            py,
+            format!(
+                "{what} {shown} is not valid Unicode ({}); pass a str without lone surrogates",
+                e.value(py)
+            ),
+        )
+    })
+}

@@ -4,14 +4,17 @@
 //! Releasing and re-taking the GIL costs more than an id (about 100 ns against 20 ns), so the
 //! fast path calls the core's non-blocking `try_next` / `try_reserve` with the GIL held; only
 //! when the core says "wait" (next tick, floor, ceiling, no slot yet) is the GIL released around
-//! the core's bounded, blocking wait, so other Python threads run meanwhile.
+//! the core's bounded, blocking wait, so other Python threads run meanwhile. A wait that can be
+//! long (anything but the next millisecond) runs so that Ctrl-C interrupts it (`interrupt`).
 
 use crate::buffer::U64Buffer;
-use crate::errors;
-use cosid_core::{Generator, Reservation, TryNext};
+use crate::{errors, interrupt};
+use cosid_core::{Generator, Reservation, TryNext, WaitReason};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyList, PyString};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The most ids one `next_batch` call returns (a list of this many ints is about 40 MB).
 /// `next_into` has no such limit: the caller owns the memory.
@@ -19,28 +22,51 @@ pub(crate) const MAX_BATCH: usize = 1 << 20;
 
 /// One id.
 #[inline]
-pub(crate) fn one(py: Python<'_>, g: &Generator) -> PyResult<u64> {
+pub(crate) fn one(py: Python<'_>, g: &Arc<Generator>) -> PyResult<u64> {
     match g.try_next() {
         Ok(TryNext::Ready(id)) => Ok(id),
-        Ok(TryNext::Wait { .. }) => one_waiting(py, g),
+        Ok(TryNext::Wait {
+            reason,
+            retry_after,
+        }) => one_waiting(py, g, short_wait(reason, retry_after)),
         Err(e) => Err(errors::to_py(py, e)),
     }
 }
 
+/// Whether a wait is for the next millisecond (too short to be worth interrupting).
+fn short_wait(reason: WaitReason, retry_after: Duration) -> bool {
+    matches!(reason, WaitReason::NextTick) && retry_after <= Duration::from_millis(1)
+}
+
 #[cold]
 #[inline(never)]
-fn one_waiting(py: Python<'_>, g: &Generator) -> PyResult<u64> {
-    py.detach(|| g.next()).map_err(|e| errors::to_py(py, e))
+fn one_waiting(py: Python<'_>, g: &Arc<Generator>, short: bool) -> PyResult<u64> {
+    let r = if short {
+        py.detach(|| g.next())
+    } else {
+        let g = g.clone();
+        interrupt::wait(py, move || g.next(), drop)?
+    };
+    r.map_err(|e| errors::to_py(py, e))
 }
 
 /// Up to `want` consecutive ids in one atomic step.
 #[inline]
-fn reserve(py: Python<'_>, g: &Generator, want: u32) -> PyResult<Reservation> {
+fn reserve(py: Python<'_>, g: &Arc<Generator>, want: u32) -> PyResult<Reservation> {
     match g.try_reserve(want) {
         Ok(TryNext::Ready(r)) => Ok(r),
-        Ok(TryNext::Wait { .. }) => py
-            .detach(|| g.reserve_waiting(want))
-            .map_err(|e| errors::to_py(py, e)),
+        Ok(TryNext::Wait {
+            reason,
+            retry_after,
+        }) => {
+            let r = if short_wait(reason, retry_after) {
+                py.detach(|| g.reserve_waiting(want))
+            } else {
+                let g = g.clone();
+                interrupt::wait(py, move || g.reserve_waiting(want), drop)?
+            };
+            r.map_err(|e| errors::to_py(py, e))
+        }
         Err(e) => Err(errors::to_py(py, e)),
     }
 }
@@ -49,7 +75,7 @@ fn reserve(py: Python<'_>, g: &Generator, want: u32) -> PyResult<Reservation> {
 #[inline]
 fn fill(
     py: Python<'_>,
-    g: &Generator,
+    g: &Arc<Generator>,
     n: usize,
     mut put: impl FnMut(usize, u64) -> PyResult<()>,
 ) -> PyResult<()> {
@@ -70,7 +96,7 @@ fn fill(
 /// `n` ids as a new list of ints.
 pub(crate) fn batch<'py>(
     py: Python<'py>,
-    g: &Generator,
+    g: &Arc<Generator>,
     n: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyList>> {
     let n = batch_size(py, n)?;
@@ -100,7 +126,7 @@ pub(crate) fn batch<'py>(
 /// Fills `buffer` with ids; returns how many.
 pub(crate) fn into_buffer(
     py: Python<'_>,
-    g: &Generator,
+    g: &Arc<Generator>,
     buffer: &Bound<'_, PyAny>,
 ) -> PyResult<usize> {
     let mut buf = U64Buffer::get(buffer)?;
@@ -113,7 +139,7 @@ pub(crate) fn into_buffer(
 }
 
 /// One id as its 11-character base-62 text.
-pub(crate) fn one_str<'py>(py: Python<'py>, g: &Generator) -> PyResult<Bound<'py, PyString>> {
+pub(crate) fn one_str<'py>(py: Python<'py>, g: &Arc<Generator>) -> PyResult<Bound<'py, PyString>> {
     let id = one(py, g)?;
     let mut buf = [0u8; cosid_core::convert::BASE62_WIDTH];
     Ok(PyString::new(

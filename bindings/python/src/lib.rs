@@ -8,6 +8,7 @@
 mod buffer;
 mod config;
 mod errors;
+mod interrupt;
 mod issue;
 mod records;
 mod runtime;
@@ -40,7 +41,8 @@ fn from_base62(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<u64> {
                 .unwrap_or_else(|_| "?".into())
         )));
     };
-    cosid_core::convert::parse_base62(&s.to_cow()?).map_err(|e| errors::to_py(py, e))
+    cosid_core::convert::parse_base62(&errors::text(py, s, "the base-62 id")?)
+        .map_err(|e| errors::to_py(py, e))
 }
 
 /// Testing hook: the exception the binding raises for the core error kind called `kind`
@@ -74,6 +76,7 @@ fn _cosid(m: &Bound<'_, PyModule>) -> PyResult<()> {
             .map(|k| k.name())
             .collect::<Vec<_>>(),
     )?;
+    runtime::register_c_exit();
     m.add_class::<runtime::PyRuntime>()?;
     m.add_class::<runtime::PyGenerator>()?;
     m.add_class::<records::PyIdParts>()?;

@@ -7,10 +7,16 @@
 //! The GIL is released around every call that can block: construction (acquiring a slot in the
 //! store), `close` (releasing it, joining the keeper thread), and every wait of an id call.
 //! `close` must release it: the keeper thread may be waiting for the GIL to run an event
-//! callback, and `close` joins that thread.
+//! callback, and `close` joins that thread. Construction and long id waits can be interrupted
+//! with Ctrl-C (`crate::interrupt`).
+//!
+//! Fork: what an inherited runtime does in a `fork()` child is the core's rule (`cosid.fork`:
+//! `new-slot` re-leases on first use, `fail` raises `ForkedError`). The binding adds nothing to
+//! it; closing or dropping an inherited runtime is the core's `close`, which never touches the
+//! parent's keeper thread or slot.
 
 use crate::records::{PyEvent, PyIdParts, PyLayout, PyStats};
-use crate::{config, errors, issue};
+use crate::{config, errors, interrupt, issue};
 use cosid_core::{Event, Generator};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
@@ -62,6 +68,42 @@ pub(crate) fn _shutdown(py: Python<'_>) {
         }
     });
     SHUTTING_DOWN.store(true, Ordering::SeqCst);
+}
+
+extern "C" {
+    fn atexit(f: extern "C" fn()) -> std::os::raw::c_int;
+}
+
+/// Registers [`close_at_c_exit`] with the C library's `atexit` (once, at module import).
+pub(crate) fn register_c_exit() {
+    // SAFETY: `atexit` only stores the function pointer; the function is `extern "C"` and
+    // never unwinds (the core's close returns errors, and panics are caught below).
+    unsafe {
+        atexit(close_at_c_exit);
+    }
+}
+
+/// The C library's exit handler: closes every runtime still open, without calling into Python.
+/// Python's own exit runs `_shutdown` first (through `atexit`), which leaves nothing to do here;
+/// this one is for hosts that end the process with `exit()` without running Python's `atexit`,
+/// such as uWSGI's master process at shutdown.
+extern "C" fn close_at_c_exit() {
+    // From here on, event listeners no longer call into Python.
+    SHUTTING_DOWN.store(true, Ordering::SeqCst);
+    let _ = std::panic::catch_unwind(|| {
+        let live: Vec<Arc<Shared>> = {
+            let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
+            let alive = live.iter().filter_map(Weak::upgrade).collect();
+            live.clear();
+            alive
+        };
+        for s in &live {
+            if !s.rt.is_closed() {
+                let _ = s.rt.close();
+            }
+        }
+        // `live` drops here: every runtime in it is closed, so `Shared::drop` does nothing.
+    });
 }
 
 /// A core event listener that calls a Python callable with an `Event`. It takes the GIL (it
@@ -120,9 +162,14 @@ impl PyRuntime {
         if let Some(cb) = on_event.filter(|c| !c.is_none()) {
             builder = builder.on_event(python_listener(check_callable(cb)?));
         }
-        let rt = py
-            .detach(|| builder.build())
-            .map_err(|e| errors::to_py(py, e))?;
+        // Acquiring a slot can wait up to `acquire-timeout`: interruptible. A runtime built after
+        // the caller was interrupted is closed at once, releasing its slot.
+        let rt = interrupt::wait(
+            py,
+            move || builder.build(),
+            |rt: cosid_core::Runtime| drop(rt.close()),
+        )?
+        .map_err(|e| errors::to_py(py, e))?;
         let default = rt.default_generator().clone();
         let shared = Arc::new(Shared { rt, namespace });
         {
@@ -161,7 +208,8 @@ impl PyRuntime {
     /// layout.
     fn parse(&self, py: Python<'_>, id: &Bound<'_, PyAny>) -> PyResult<PyIdParts> {
         let id = if let Ok(s) = id.cast::<PyString>() {
-            cosid_core::convert::parse_base62(&s.to_cow()?).map_err(|e| errors::to_py(py, e))?
+            cosid_core::convert::parse_base62(&errors::text(py, s, "the base-62 id")?)
+                .map_err(|e| errors::to_py(py, e))?
         } else {
             issue::id_arg(py, id)?
         };
@@ -172,11 +220,21 @@ impl PyRuntime {
 
     /// The generator called `name` (created on first use), sharing this runtime's slot. Each
     /// name is its own id space. `""` is the default generator.
-    fn generator(&self, py: Python<'_>, name: &str) -> PyResult<PyGenerator> {
+    fn generator(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<PyGenerator> {
+        let Ok(name) = name.cast::<PyString>() else {
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "a generator name must be a str, not {}",
+                name.get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|_| "?".into())
+            )));
+        };
+        let name = errors::text(py, name, "the generator name")?;
         let generator = self
             .shared
             .rt
-            .generator(name)
+            .generator(&name)
             .map_err(|e| errors::to_py(py, e))?;
         Ok(PyGenerator {
             _shared: self.shared.clone(),

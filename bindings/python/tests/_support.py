@@ -45,3 +45,43 @@ def forked_child(config: dict[str, Any], count: int, queue: Any) -> None:
         slot, ids = issue_on_store(config, count)
         outcome = (type(e).__name__, e.status, slot, ids)
     queue.put(outcome)
+
+
+def held_slots(store: str, namespace: str, bits: int) -> int:
+    """How many of the namespace's 2**bits slots are held by a live lease right now: tries to
+    take every slot with runtimes (owner keys of their own) that give up at once, and counts
+    the ones that found no free slot. Everything it takes it releases."""
+    probes = []
+    held = 0
+    try:
+        for i in range(1 << bits):
+            cfg = lease_config(store, namespace, bits=bits, owner_key=f"probe-{i}",
+                               acquire_timeout="0s")
+            try:
+                probes.append(cosid.Runtime(cfg))
+            except cosid.ExhaustedError:
+                held += 1
+    finally:
+        for p in probes:
+            p.close()
+    return held
+
+
+# The runtime of a pool worker: the inherited one (fork start method) or one made on first use.
+_worker_rt: Optional[cosid.Runtime] = None
+
+
+def pool_task(config: dict[str, Any], count: int) -> tuple[int, list[int]]:
+    """A task of a multiprocessing pool: issues `count` ids with the process's runtime (the
+    inherited `inherited` after a fork, else one built once per worker and never closed here:
+    the worker's end releases it). Returns (slot, ids)."""
+    global _worker_rt
+    rt = inherited
+    if rt is None:
+        if _worker_rt is None:
+            _worker_rt = cosid.Runtime(config)
+        rt = _worker_rt
+    ids = [rt.next() for _ in range(count)]
+    slot = rt.slot
+    assert slot is not None
+    return slot, ids

@@ -75,7 +75,9 @@ def test_eight_spawned_processes_on_one_sqlite_store_with_no_duplicate(sqlite_st
 
 @pytest.mark.filterwarnings(FORK_WARNING)
 def test_fork_child_refuses_the_parents_runtime_and_builds_its_own(sqlite_store: str) -> None:
+    # The `fail` fork policy (the default, `new-slot`, is tested in test_fork.py).
     config = lease_config(sqlite_store, bits=3)
+    config["cosid"]["fork"] = "fail"
     rt = cosid.Runtime(config)
     parent_ids = rt.next_batch(100)
     read, write = os.pipe()
@@ -111,6 +113,7 @@ def test_fork_child_refuses_the_parents_runtime_and_builds_its_own(sqlite_store:
 @pytest.mark.filterwarnings(FORK_WARNING)
 def test_multiprocessing_fork_children_refuse_the_inherited_runtime(sqlite_store: str) -> None:
     config = lease_config(sqlite_store, bits=3)
+    config["cosid"]["fork"] = "fail"  # the default, new-slot, is tested in test_fork.py
     ctx = multiprocessing.get_context("fork")
     queue: Any = ctx.Queue()
     with cosid.Runtime(config) as rt:

@@ -9,9 +9,18 @@
 a path: an ``os.PathLike`` is always a path; a ``str`` is a path when it has no newline and names
 an existing file, and a YAML/JSON document otherwise.
 
-A ``Runtime`` is thread-safe: share one between threads. After ``os.fork()`` the child's copy
-raises ``ForkedError``; build a new ``Runtime`` in the child. Every error derives from
-``CosIdError`` and carries ``status``, the C API status name.
+A ``Runtime`` is thread-safe: share one between threads. After ``os.fork()`` (gunicorn
+``--preload``, uWSGI, Celery prefork, ``multiprocessing`` with ``fork``) the child's copy follows
+the configuration's fork policy, ``cosid.fork``: ``new-slot`` (the default) takes a slot of its
+own on its first use in the child, with every generator obtained from it, before or after the
+fork; ``fail`` raises ``ForkedError`` at every call in the child. A ``memory:`` store or a static
+slot cannot be shared with a child, so those always raise ``ForkedError`` there. Every error
+derives from ``CosIdError`` and carries ``status``, the C API status name.
+
+Runtimes still open are closed (their slots released) at interpreter exit (``atexit``) and when
+a ``multiprocessing`` child ends (``fork`` and ``forkserver`` children leave with ``os._exit``,
+which skips ``atexit``). A process killed by a signal it does not handle (SIGKILL, or SIGTERM
+without a handler) cannot release: its slot is free again once the lease's ttl runs out.
 """
 
 from __future__ import annotations
@@ -76,3 +85,35 @@ __all__ = [
 # Close every runtime still open at exit (releasing its slot with its exact last timestamp),
 # while the interpreter can still run event callbacks; after this, callbacks are no longer called.
 atexit.register(_shutdown)
+
+
+class _MultiprocessingExit:
+    """Closes the runtimes of a ``multiprocessing`` child when it ends.
+
+    ``fork`` and ``forkserver`` children end with ``os._exit`` after running
+    ``multiprocessing``'s own finalizers, never ``atexit``. A child starts by clearing the
+    finalizers it inherited, then runs the after-fork hooks: the hook below registers a finalizer
+    in each child, which closes that child's runtimes (the inherited ones that took a slot of
+    their own, and the ones built there). ``spawn`` children exit normally and run ``atexit``.
+    """
+
+    def __init__(self) -> None:
+        import multiprocessing.util as util
+
+        self._util = util
+        util.register_after_fork(self, _MultiprocessingExit._in_child)
+        # Imported for the first time inside a child that is already running (the hooks ran
+        # before this import): register the finalizer now.
+        from multiprocessing import process
+
+        if process.parent_process() is not None:
+            self._in_child()
+
+    def _in_child(self) -> None:
+        # exitpriority: run before multiprocessing's own finalizers of default priority 0, so
+        # queues and pipes the program still uses are open while the slot is released.
+        self._util.Finalize(None, _shutdown, exitpriority=10)
+
+
+# Kept alive for the life of the module (register_after_fork holds it weakly).
+_multiprocessing_exit = _MultiprocessingExit()

@@ -158,9 +158,22 @@ class Runtime:
     Thread-safe: share one runtime between threads. Ids of one generator are unique across every
     process of the namespace and strictly increase per generator within one binding.
 
-    ``config`` is None (the embedded SQLite store at ``$XDG_STATE_HOME/cosid/slots.db``), a YAML
-    or JSON ``str``, a ``dict``, or a path. An ``os.PathLike`` is always a path; a ``str`` is a
-    path when it has no newline and names an existing file, and a document otherwise.
+    ``config`` is None (the embedded default store), a YAML or JSON ``str``, a ``dict``, or a
+    path. An ``os.PathLike`` is always a path; a ``str`` is a path when it has no newline and
+    names an existing file, and a document otherwise. A ``str`` with a lone surrogate raises
+    ``InvalidArgumentError``. Waiting for a free slot (up to ``acquire-timeout``) stops at
+    Ctrl-C (``KeyboardInterrupt``).
+
+    Fork: after ``os.fork()`` the child's copy follows ``cosid.fork`` in the configuration.
+    ``new-slot`` (the default): on its first use in the child it takes a slot of its own (a new
+    lease, the same configuration), and so does every generator obtained from it, before or
+    after the fork; ``slot`` and ``stats()`` then describe the child's slot, and the parent keeps
+    its own. ``fail``: every call in the child raises ``ForkedError``; build a new runtime there.
+    A ``memory:`` store or a static slot cannot be shared with a child: ``ForkedError`` there.
+
+    Exit: ``close()``, the ``with`` block, interpreter exit (``atexit``) and the end of a
+    ``multiprocessing`` child release the slot; a process killed by a signal it does not handle
+    (SIGKILL, SIGTERM without a handler) cannot, and its slot is free once the ttl runs out.
     """
 
     def __new__(
@@ -186,14 +199,16 @@ class Runtime:
         """An id (an int, or the base-62 text of ``next_str``) taken apart with this layout."""
 
     def generator(self, name: str) -> Generator:
-        """The generator called ``name``, created on first use; ``""`` is the default one."""
+        """The generator called ``name``, created on first use; ``""`` is the default one.
+        In a forked child it follows the runtime's fork policy, like every other call."""
 
     def stats(self) -> Stats: ...
     def on_event(self, callback: Callable[[Event], object]) -> None:
         """Calls ``callback(event)`` on the keeper's thread for every later event."""
 
     def close(self) -> None:
-        """Ordered shutdown: generators stop, the slot is released. Idempotent."""
+        """Ordered shutdown: generators stop, the slot is released. Idempotent. In a forked child
+        it releases the child's own slot (if it took one) and never touches the parent's."""
 
     def __enter__(self) -> Self: ...
     def __exit__(
