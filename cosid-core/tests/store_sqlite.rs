@@ -746,3 +746,53 @@ fn a_read_only_store_fails_at_once() {
     assert!(line.contains(&db.display().to_string()), "{line}");
     assert!(!line.contains("acquire-timeout"), "retried: {line}");
 }
+
+/// Two runtimes through the public API: the store file is deleted under the first, and the
+/// second, creating a fresh file, is granted the first one's slot from floor 0. The first
+/// runtime's keeper notices at its next renewal and moves to another slot above its old
+/// ceiling, so from then on the two issue disjoint ids (before, the first renewed in the
+/// deleted file and both issued on one slot for as long as they ran).
+#[test]
+fn a_runtime_leaves_its_slot_when_the_store_file_is_deleted_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("slots.db");
+    let config = || {
+        cosid_core::Config::from_yaml(&format!(
+            "cosid:\n  namespace: deleted\n  max-wait: 5s\n  machine:\n    lease:\n      \
+             store: sqlite://{}\n      ttl: 600ms\n      tolerance: 100ms\n      bits: 1\n",
+            db.display()
+        ))
+        .unwrap()
+    };
+    let a = cosid_core::Runtime::builder()
+        .config(config())
+        .build()
+        .unwrap();
+    let first = a.binding();
+    remove_store_files(&db);
+    let b = cosid_core::Runtime::builder()
+        .config(config())
+        .build()
+        .unwrap();
+    assert_eq!(
+        (b.binding().slot, b.binding().floor),
+        (first.slot, 0),
+        "the fresh file hands the newcomer the same slot"
+    );
+    // Bounded wait for the holder's keeper (it renews every 200 ms).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while a.binding().slot == b.binding().slot {
+        assert!(
+            Instant::now() < deadline,
+            "the holder still shares slot {} with the newcomer after 60s",
+            first.slot
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(a.binding().floor >= first.ceiling, "{:?}", a.binding());
+    let ids_a: HashSet<u64> = (0..2_000).map(|_| a.next().unwrap()).collect();
+    let ids_b: HashSet<u64> = (0..2_000).map(|_| b.next().unwrap()).collect();
+    assert!(ids_a.is_disjoint(&ids_b));
+    a.close().unwrap();
+    b.close().unwrap();
+}
