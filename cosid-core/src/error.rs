@@ -35,7 +35,7 @@ pub enum ErrorKind {
     InvalidArgument = 9,
     /// Every slot of the namespace is held by a live lease.
     Exhausted = 10,
-    /// The namespace records other `{limit, tolerance}` values than this runtime asks for.
+    /// The namespace records another `{limit, tolerance, layout}` than this runtime asks for.
     NamespaceMismatch = 11,
     /// A static-slot state file is missing, truncated, corrupt or unwritable.
     StateFile = 12,
