@@ -291,7 +291,10 @@ fn start_keeper(
                 ttl_ms: lease.ttl.as_millis() as i64,
                 tolerance_ms: lease.tolerance.as_millis() as i64,
             };
-            let client = LeaseClient::new(store, &config.namespace, lease.bits, terms)?;
+            // The layout is recorded in the namespace: runtimes that would compose ids
+            // differently never share one.
+            let client = LeaseClient::new(store, &config.namespace, lease.bits, terms)?
+                .with_layout(&config.layout);
             Keeper::Lease(Box::new(LeaseKeeper::start(
                 client,
                 window.clone(),
@@ -816,6 +819,22 @@ mod tests {
         let store = crate::store::open("memory:rt2").unwrap();
         let snap = store.snapshot("rt").unwrap();
         assert!(snap.slots.slots.iter().all(|r| r.value.owner.is_none()));
+    }
+
+    #[test]
+    fn a_runtime_whose_layout_differs_from_the_namespace_is_refused() {
+        let cfg = |epoch: &str| {
+            Config::from_yaml(&format!(
+                "cosid:\n  namespace: rt\n  snowflake: {{epoch: '{epoch}'}}\n  machine:\n    lease:\n      store: 'memory:rt-layout'\n      bits: 3\n"
+            ))
+            .unwrap()
+        };
+        let a = Runtime::new(cfg("2019-12-24T16:00:00Z")).unwrap();
+        // Epochs 2 s apart would compose the same ids for different times.
+        let e = Runtime::new(cfg("2019-12-24T16:00:02Z")).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NamespaceMismatch, "{e}");
+        assert!(e.message().contains("2019-12-24T16:00:02"), "{e}");
+        a.close().unwrap();
     }
 
     #[test]

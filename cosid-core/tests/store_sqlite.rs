@@ -647,11 +647,18 @@ fn sqlite_umask_child() {
         &client(&store, &unique_namespace("umask"), 1, LONG),
         &Owner::new("u"),
     );
+    // A directory set up for a group of services (setgid, 2770).
+    use std::os::unix::fs::PermissionsExt;
+    let shared = dir.join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o2770)).unwrap();
+    drop(open(&shared.join("slots.db")));
     println!("COSID-CHILD done");
 }
 
 /// Under umask 000 the directories are created 0700 and the database file (and its `-wal` and
-/// `-shm`) 0600: no other user may read or write the store.
+/// `-shm`) 0600: no other user may read or write the store. In a setgid directory (one set up
+/// for a group of services) the file is 0660: the group shares it, nobody else.
 #[test]
 fn files_are_private_whatever_the_umask() {
     use std::os::unix::fs::PermissionsExt;
@@ -672,6 +679,8 @@ fn files_are_private_whatever_the_umask() {
     assert_eq!(mode(&dir.path().join("a/b")), 0o700);
     let db = dir.path().join("a/b/slots.db");
     assert_eq!(mode(&db), 0o600);
+    // In a setgid directory the group shares the store.
+    assert_eq!(mode(&dir.path().join("shared/slots.db")), 0o660);
     for suffix in ["-wal", "-shm"] {
         let f = PathBuf::from(format!("{}{suffix}", db.display()));
         if f.exists() {

@@ -326,6 +326,20 @@ fn keep_wal_names(conn: &Connection) {
     }
 }
 
+/// The mode of a new store file: 0660 in a setgid directory (one set up for a group of
+/// services), 0600 anywhere else.
+fn new_file_mode(path: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.mode() & 0o2000 != 0 => 0o660,
+        _ => 0o600,
+    }
+}
+
 /// Opens `path` (creating its directory, mode 0700, and the file, mode 0600, if missing), sets
 /// the connection up and creates or checks the schema. Returns the connection with the
 /// identity of the file it opened.
@@ -347,19 +361,22 @@ fn connect(path: &Path) -> Result<Open> {
     }
     // Create the file ourselves, so its mode is 0600 whatever the umask (SQLite would create it
     // 0644 less the umask); its `-wal` and `-shm` files take the database file's mode. An
-    // existing file keeps its mode and owner (a store shared by a group is set up that way).
+    // existing file keeps its mode and owner (a store shared by a group is set up that way). In
+    // a directory set up for a group (setgid, as `install -d -m 2770 -g cosid DIR` makes it) the
+    // new file is 0660, so that every member of that group can open it.
+    let mode = new_file_mode(path);
     match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o600)
+        .mode(mode)
         .open(path)
     {
         Ok(f) => {
             // The umask may have taken bits away, never added any; say exactly what we mean.
-            f.set_permissions(std::fs::Permissions::from_mode(0o600))
+            f.set_permissions(std::fs::Permissions::from_mode(mode))
                 .map_err(|e| {
                     Error::store(format!(
-                        "SQLite store '{}': cannot set the new file's mode to 0600: {e}",
+                        "SQLite store '{}': cannot set the new file's mode to {mode:o}: {e}",
                         path.display()
                     ))
                     .permanent()
