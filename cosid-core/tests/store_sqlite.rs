@@ -727,7 +727,12 @@ fn a_read_only_store_fails_at_once() {
     }
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    // A copy of this test program where any user may run it (the checkout may be in a folder
+    // only root can enter).
+    let exe = dir.path().join("child-test-program");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = Command::new(&exe);
     cmd.args([
         "--exact",
         "sqlite_readonly_child",
