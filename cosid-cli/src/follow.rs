@@ -167,7 +167,7 @@ pub(crate) fn run(rt: &Runtime, format: OutFormat, rate: Option<f64>) -> cosid_c
             {
                 let _ = out.flush();
                 if last_error != Some(e.kind()) {
-                    eprintln!("cosid: waiting: {e}");
+                    eprintln!("cosid: waiting: {}", crate::one_line(&e.to_string()));
                     last_error = Some(e.kind());
                 }
                 StopClock.sleep(Duration::from_millis(10));

@@ -140,7 +140,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("cosid: error: {e}");
+            eprintln!("cosid: error: {}", one_line(&e.to_string()));
             ExitCode::from(exit_code(e.kind()))
         }
     }
@@ -275,7 +275,7 @@ fn cmd_next(a: NextArgs) -> cosid_core::Result<Option<u8>> {
                 e,
                 cosid_core::Event::SlotAcquired { .. } | cosid_core::Event::SlotReleased { .. }
             ) {
-                eprintln!("cosid: event: {}: {e}", e.name());
+                eprintln!("cosid: event: {}: {}", e.name(), one_line(&e.to_string()));
             }
         });
     }
@@ -474,6 +474,20 @@ fn needs_escape(c: char) -> bool {
         )
         || ('\u{202a}'..='\u{202e}').contains(&c)
         || ('\u{2066}'..='\u{2069}').contains(&c)
+}
+
+/// A message for stderr on one line: the characters of [`needs_escape`] (from owner keys or
+/// namespaces another process wrote) as `\u{…}` escapes.
+pub(crate) fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if needs_escape(c) {
+                format!("\\u{{{:04x}}}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Text for the table: every character of [`needs_escape`] and the backslash as `\u{…}`

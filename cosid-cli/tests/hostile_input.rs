@@ -306,3 +306,42 @@ fn sigint_stops_a_long_count_and_releases_the_slot() {
     let json = String::from_utf8(o.stdout).unwrap();
     assert!(!json.is_empty() && !json.contains("\"held\""), "{json}");
 }
+
+/// Keeper events and errors on stderr carry owner keys another process chose: escaped, one line.
+/// A second process with the holder's owner key takes another slot and reports the duplicate.
+#[test]
+fn owner_keys_in_events_on_stderr_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/s.db", dir.path().display());
+    let key = "dup\n\x1b[2Jforged\u{9b}";
+    let (h, _out) = holder(&["--store", &url, "--owner-key", key]);
+    let mut second = cosid()
+        .args([
+            "next",
+            "--follow",
+            "--rate",
+            "1",
+            "--store",
+            &url,
+            "--owner-key",
+            key,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(second.stderr.take().unwrap());
+    let seen = wait_for_line(&mut err, "duplicate_owner_key");
+    signal(&second, libc::SIGTERM);
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert_eq!(second.wait().unwrap().code(), Some(0), "{seen}{rest}");
+    let all = format!("{seen}{rest}");
+    assert!(!all.contains(['\x1b', '\u{9b}']), "{all:?}");
+    assert!(!all.contains("\nforged"), "{all:?}");
+    assert!(
+        all.contains(r"dup\u{000a}\u{001b}[2Jforged\u{009b}"),
+        "{all}"
+    );
+    assert_eq!(stop(h, libc::SIGTERM).code(), Some(0));
+}
