@@ -577,7 +577,8 @@ def check_processes(ctx: Ctx, scenario) -> None:
                     ctx.fail(f"{p.label} exited {p.returncode}: {ctx.redact(err.strip().splitlines()[-1])[:200]}")
             else:
                 ctx.fail(f"{p.label} exited {p.returncode} without an error message")
-        if not p.ids() and "cosid: waiting:" not in err and "cosid: error:" not in err:
+        said = ("cosid: waiting:", "cosid: error:", "cosid: stopped by a signal")
+        if not p.ids() and not any(s in err for s in said):
             ctx.fail(f"{p.label} issued no id and said nothing on stderr")
 
 
