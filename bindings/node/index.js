@@ -19,6 +19,13 @@ try {
   throw e
 }
 
+// Runtimes still open when this thread's process (or worker thread) exits are closed there,
+// synchronously, releasing their slots: on a normal end, process.exit(), or a signal whose
+// handler calls process.exit(). Nothing can run on SIGKILL, on a signal without a handler (the
+// default SIGTERM and SIGINT actions end the process at once) or on a crash: those slots are
+// free again once the lease's ttl runs out.
+process.on('exit', () => native._closeAtExit())
+
 // Listed one by one so that `import { Runtime } from 'cosid'` works from ES modules.
 module.exports.Runtime = native.Runtime
 module.exports.Generator = native.Generator

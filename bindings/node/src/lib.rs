@@ -33,7 +33,33 @@ use cosid_core::ErrorKind;
 use napi::bindgen_prelude::{FromNapiValue, Function, JavaScriptClassExt, Object, Unknown};
 use napi::{sys, Env, JsValue};
 use napi_derive::napi;
-use std::sync::Arc;
+use std::cell::RefCell;
+use std::sync::{Arc, Weak};
+
+thread_local! {
+    /// The runtimes made on this JavaScript thread (one per main thread or worker thread) and
+    /// not yet collected: `_closeAtExit` closes the ones still open when that thread exits.
+    static LIVE: RefCell<Vec<Weak<cosid_core::Runtime>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Closes, synchronously, every runtime of this JavaScript thread still open, releasing each
+/// slot with its exact last timestamp. Called by `index.js` on the `exit` event of `process`
+/// (a normal end, `process.exit()`, a signal whose handler calls `process.exit()`); nothing
+/// else may block the event loop like this. Errors cannot be reported at exit and are dropped.
+#[napi(js_name = "_closeAtExit", skip_typescript)]
+pub fn close_at_exit() {
+    let live: Vec<Arc<cosid_core::Runtime>> = LIVE.with(|l| {
+        l.borrow_mut()
+            .drain(..)
+            .filter_map(|w| w.upgrade())
+            .collect()
+    });
+    for rt in live {
+        if !rt.is_closed() {
+            let _ = rt.close();
+        }
+    }
+}
 
 /// An id taken apart by `parse(id)`.
 #[napi(object, object_from_js = false)]
@@ -101,15 +127,16 @@ pub struct IdLayout {
 /// creates its own runtime (each holds its own slot).
 #[napi]
 pub struct Runtime {
-    /// `None` only while being dropped.
-    core: Option<cosid_core::Runtime>,
+    /// `None` only while being dropped. The `Arc` is this object's alone: `LIVE` holds it
+    /// weakly, so a collected runtime is not kept alive for the exit hook.
+    core: Option<Arc<cosid_core::Runtime>>,
     ctx: Arc<GenCtx>,
     listeners: Arc<Listeners>,
 }
 
 impl Runtime {
     fn core(&self) -> &cosid_core::Runtime {
-        self.core.as_ref().expect("present until drop")
+        self.core.as_deref().expect("present until drop")
     }
 }
 
@@ -133,6 +160,12 @@ fn make_runtime(
     listeners: Arc<Listeners>,
 ) -> Res<sys::napi_value> {
     let ctx = GenCtx::new(rt.default_generator().clone());
+    let rt = Arc::new(rt);
+    LIVE.with(|l| {
+        let mut l = l.borrow_mut();
+        l.retain(|w| w.strong_count() > 0);
+        l.push(Arc::downgrade(&rt));
+    });
     let js = Runtime {
         core: Some(rt),
         ctx: ctx.clone(),
@@ -354,7 +387,7 @@ impl Runtime {
     /// timestamp. A second call rejects with `COSID_ERR_CLOSED`.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close(&self, env: Env) -> napi::Result<Raw> {
-        let rt = self.core().clone();
+        let rt: cosid_core::Runtime = self.core().clone();
         let listeners = self.listeners.clone();
         let r = offload::promise(
             env.raw(),
