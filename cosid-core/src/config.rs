@@ -160,6 +160,9 @@ pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(3);
 pub const MAX_CONFIG_BYTES: usize = 1 << 20;
 /// The deepest nesting of brackets (`[`, `{`) accepted in configuration text (the schema needs 4).
 pub const MAX_CONFIG_DEPTH: usize = 64;
+/// The most opening brackets (`[`, `{`) accepted anywhere in configuration text, quoted or not:
+/// a bound on the nesting that no quoting can hide from [`MAX_CONFIG_DEPTH`]'s count.
+pub const MAX_CONFIG_BRACKETS: usize = 1024;
 
 /// The host-wide directory of the embedded default store. An administrator creates it once, for
 /// every service user of the host that must share slots (`install -d -m 2770 -g cosid
@@ -636,7 +639,9 @@ fn scalar_string(v: &Value, key: &str) -> Result<String> {
 }
 
 /// Refuses configuration text too large or too deeply nested to parse quickly. The depth counts
-/// the brackets outside quoted strings and comments (an unbalanced closing one counts nothing).
+/// the brackets outside quoted strings and comments (an unbalanced closing one counts nothing);
+/// as a quote the parser does not see as one could hide brackets from that count, the opening
+/// brackets of the whole text are bounded too.
 fn check_bounds(text: &str) -> Result<()> {
     if text.len() > MAX_CONFIG_BYTES {
         return Err(Error::config(format!(
@@ -676,6 +681,13 @@ fn check_bounds(text: &str) -> Result<()> {
         }
         prev = c;
         i += 1;
+    }
+    let brackets = text.bytes().filter(|b| matches!(b, b'[' | b'{')).count();
+    if brackets > MAX_CONFIG_BRACKETS {
+        return Err(Error::config(format!(
+            "the configuration holds {brackets} opening brackets ('[' or '{{'); the limit is \
+             {MAX_CONFIG_BRACKETS}"
+        )));
     }
     Ok(())
 }
@@ -1016,7 +1028,14 @@ mod tests {
         let huge = format!("cosid: {{namespace: '{}'}}", "x".repeat(MAX_CONFIG_BYTES));
         let e = err(&huge);
         assert!(e.contains("the limit is 1048576 bytes"), "{e}");
-        // Brackets inside quoted strings and comments do not count.
+        // A quote that YAML reads as text cannot hide the brackets after it.
+        let hidden = format!("cosid:\n  namespace: a 'b\n  x: {}", "[".repeat(100_000));
+        let e = err(&hidden);
+        assert!(
+            e.contains("100000 opening brackets") && e.contains("the limit is 1024"),
+            "{e}"
+        );
+        // Brackets inside quoted strings and comments do not count toward the depth.
         let quoted = format!(
             "cosid: {{namespace: '{}'}} # {}\n",
             "[".repeat(100),
