@@ -98,21 +98,20 @@ class _MultiprocessingExit:
     """
 
     def __init__(self) -> None:
-        import multiprocessing.util as util
+        from multiprocessing import process, util
 
-        self._util = util
         util.register_after_fork(self, _MultiprocessingExit._in_child)
         # Imported for the first time inside a child that is already running (the hooks ran
         # before this import): register the finalizer now.
-        from multiprocessing import process
-
         if process.parent_process() is not None:
             self._in_child()
 
     def _in_child(self) -> None:
+        from multiprocessing import util
+
         # exitpriority: run before multiprocessing's own finalizers of default priority 0, so
         # queues and pipes the program still uses are open while the slot is released.
-        self._util.Finalize(None, _shutdown, exitpriority=10)
+        util.Finalize(None, _shutdown, exitpriority=10)
 
 
 # Kept alive for the life of the module (register_after_fork holds it weakly).
