@@ -215,7 +215,7 @@ impl Config {
     /// values. Text over [`MAX_CONFIG_BYTES`] or nested deeper than [`MAX_CONFIG_DEPTH`] is
     /// refused before it is parsed.
     pub fn from_yaml(text: &str) -> Result<Config> {
-        check_bounds(text)?;
+        check_text_bounds(text)?;
         let mut doc: Value = serde_yaml_ng::from_str(text).map_err(|e| {
             Error::config(format!(
                 "the configuration is not valid YAML or JSON: {}",
@@ -638,11 +638,13 @@ fn scalar_string(v: &Value, key: &str) -> Result<String> {
     })
 }
 
-/// Refuses configuration text too large or too deeply nested to parse quickly. The depth counts
+/// Refuses configuration text too large or too deeply nested to parse quickly
+/// ([`Config::from_yaml`] calls it first; call it before parsing configuration text any other
+/// way). The depth counts
 /// the brackets outside quoted strings and comments (an unbalanced closing one counts nothing);
 /// as a quote the parser does not see as one could hide brackets from that count, the opening
 /// brackets of the whole text are bounded too.
-fn check_bounds(text: &str) -> Result<()> {
+pub fn check_text_bounds(text: &str) -> Result<()> {
     if text.len() > MAX_CONFIG_BYTES {
         return Err(Error::config(format!(
             "the configuration is {} bytes; the limit is {MAX_CONFIG_BYTES} bytes (1 MiB)",
@@ -690,6 +692,21 @@ fn check_bounds(text: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// How a message may show configuration text that was not understood: quoted when it is short
+/// and holds nothing a credential could be in (`@`, `:`, `=`, `//`, `?`, `%`, whitespace),
+/// otherwise by its length only.
+pub fn text_for_message(text: &str) -> String {
+    let risky = text.contains(['@', ':', '=', '?', '%']) || text.contains("//");
+    if text.chars().count() <= 80 && !risky && !text.chars().any(char::is_whitespace) {
+        format!("'{}'", text.escape_debug())
+    } else {
+        format!(
+            "a text of {} characters (not shown, as it may hold a password)",
+            text.chars().count()
+        )
+    }
 }
 
 /// The YAML parser's message, with its wording for an integer too large for any setting
@@ -1045,6 +1062,19 @@ mod tests {
             Config::from_yaml(&quoted).unwrap().namespace,
             "[".repeat(100)
         );
+    }
+
+    #[test]
+    fn text_for_a_message_never_shows_what_may_be_a_credential() {
+        assert_eq!(text_for_message("/etc/cosid.yml"), "'/etc/cosid.yml'");
+        for secret in [
+            "redis://:S3CRET@h",
+            "host=h password=S3CRET",
+            "u:S3CRET@h",
+            "S3CRET@h",
+        ] {
+            assert!(!text_for_message(secret).contains("S3CRET"), "{secret}");
+        }
     }
 
     #[test]

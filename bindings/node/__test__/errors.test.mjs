@@ -23,6 +23,11 @@ test('an object value is taken literally: "${HOME}" is not read from the environ
   await expectError(Runtime.create(memoryConfig({ namespace: '${HOME}' })), Error, 'COSID_ERR_CONFIG', "namespace '${HOME}'")
 })
 
+test('a store URL passed where the configuration goes is not echoed with its password', async () => {
+  const e = await expectError(Runtime.create('redis://:S3CRETPW@db.example'), Error, 'COSID_ERR_CONFIG', 'neither an existing file')
+  assert.ok(!e.message.includes('S3CRETPW'), e.message)
+})
+
 test('COSID_ERR_STORE: a SQLite path that cannot be created', async () => {
   await expectError(Runtime.create(sqliteConfig('/proc/x/slots.db')), Error, 'COSID_ERR_STORE', '/proc/x/slots.db')
 })

@@ -58,14 +58,17 @@ impl Source {
                 if !trimmed.contains('\n') && Path::new(trimmed).is_file() {
                     return Ok(Config::from_path(Path::new(trimmed))?);
                 }
+                // Bounded before this first parse too (a deeply nested text is slow to parse).
+                cosid_core::config::check_text_bounds(&text)?;
                 match serde_yaml_ng::from_str::<Value>(&text) {
-                    // One word that names no file: most likely a mistyped path.
+                    // One word that names no file: most likely a mistyped path (or a store URL,
+                    // so it is shown only when it cannot hold a password).
                     Ok(Value::String(_)) | Ok(Value::Null) => Err(coded(
                         ErrorKind::Config,
                         format!(
-                            "Runtime.create(config): '{}' is neither an existing file nor a YAML \
+                            "Runtime.create(config): {} is neither an existing file nor a YAML \
                              or JSON document with a top-level 'cosid' key; check the path",
-                            trimmed.escape_debug()
+                            cosid_core::config::text_for_message(trimmed)
                         ),
                     )),
                     _ => Ok(Config::from_yaml(&text)?),
