@@ -241,10 +241,14 @@ impl LeaseClient {
     }
 
     /// Acquires a slot in the spec's order: own slot, preferred, sticky, lowest free. `Exhausted`
-    /// (with the earliest expiry) when every slot is held by a live lease.
+    /// (with the earliest expiry) when every slot is held by a live lease; a store error after
+    /// `MAX_RACES` lost compare-and-set races in a row.
     pub fn acquire(&self, req: &AcquireRequest) -> Result<Acquisition> {
         let mut raced = 0u32;
         loop {
+            if raced >= MAX_RACES {
+                return Err(self.too_many_races("acquiring a slot"));
+            }
             let snap = self
                 .store
                 .snapshot(&self.namespace)
@@ -546,4 +550,75 @@ pub struct Migration {
 
 fn fmt_ms(ms: i64) -> String {
     crate::time::format_duration(std::time::Duration::from_millis(ms.max(0) as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{ManualClock, SharedClock};
+    use crate::lease::Owner;
+    use crate::store::memory::MemoryStore;
+    use crate::store::{NamespaceSnapshot, SlotStore};
+    use std::sync::Arc;
+
+    /// The real memory store, except that every slot compare-and-set reports a lost race: a
+    /// fault injector in front of a real store (a store whose versions never match).
+    #[derive(Debug)]
+    struct AlwaysRaced(SharedStore);
+
+    impl SlotStore for AlwaysRaced {
+        fn describe(&self) -> String {
+            self.0.describe()
+        }
+        fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
+            self.0.snapshot(namespace)
+        }
+        fn cas_namespace(
+            &self,
+            namespace: &str,
+            expected: Option<u64>,
+            record: &NamespaceRecord,
+        ) -> Result<Option<u64>> {
+            self.0.cas_namespace(namespace, expected, record)
+        }
+        fn read_slot(
+            &self,
+            namespace: &str,
+            slot: u32,
+        ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+            self.0.read_slot(namespace, slot)
+        }
+        fn cas_slot(
+            &self,
+            _namespace: &str,
+            _expected: Option<u64>,
+            _record: &SlotRecord,
+        ) -> Result<Option<u64>> {
+            Ok(None)
+        }
+    }
+
+    #[test]
+    fn an_acquisition_that_loses_every_race_gives_up_naming_the_races() {
+        let inner: SharedStore = MemoryStore::new(ManualClock::shared(1_000) as SharedClock);
+        let store: SharedStore = Arc::new(AlwaysRaced(inner));
+        let terms = Terms {
+            ttl_ms: 1_000,
+            tolerance_ms: 100,
+        };
+        let client = LeaseClient::new(store, "ns", 2, terms).unwrap();
+        let e = client
+            .acquire(&AcquireRequest {
+                owner: Owner::new("a"),
+                preferred_slot: None,
+                floor_at_least: 0,
+            })
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+        assert!(
+            e.message()
+                .contains("lost 10000 compare-and-set races in a row acquiring a slot"),
+            "{e}"
+        );
+    }
 }
