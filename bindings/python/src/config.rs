@@ -34,9 +34,10 @@ pub(crate) fn load(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResul
         return Config::from_yaml(text).map_err(|e| {
             let mut message = e.to_string();
             if !text.contains('\n') {
+                // Quoted only when it cannot hold a password (it may be a store URL).
                 message.push_str(&format!(
-                    " (read as a YAML/JSON document because {:?} names no existing file)",
-                    shorten(text)
+                    " (read as a YAML/JSON document because {} names no existing file)",
+                    cosid_core::config::text_for_message(text)
                 ));
             }
             errors::config(py, message)
@@ -54,15 +55,6 @@ pub(crate) fn load(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResul
         "config must be {ACCEPTED}, not {}",
         type_name(obj)
     )))
-}
-
-fn shorten(text: &str) -> String {
-    if text.chars().count() > 80 {
-        let head: String = text.chars().take(80).collect();
-        format!("{head}...")
-    } else {
-        text.to_string()
-    }
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {

@@ -209,3 +209,10 @@ def test_a_dict_value_is_taken_literally(memory_store: str) -> None:
     with pytest.raises(cosid.ConfigError) as info:
         cosid.Runtime(lease_config(memory_store, namespace="${HOME}"))
     assert "namespace '${HOME}'" in str(info.value)
+
+
+def test_a_store_url_passed_as_the_configuration_is_not_echoed() -> None:
+    with pytest.raises(cosid.ConfigError) as info:
+        cosid.Runtime("redis://:S3CRETPW@db.example")
+    assert "S3CRETPW" not in str(info.value)
+    assert "names no existing file" in str(info.value)
