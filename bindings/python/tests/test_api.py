@@ -162,7 +162,8 @@ def test_layout_describes_the_ids(memory_store: str) -> None:
         assert layout.runs_out_at_ms > layout.epoch_ms
         parts = rt.parse(rt.next())
         assert parts.timestamp_ms % 1000 == 0
-    with cosid.Runtime(lease_config(memory_store)) as rt:
+    # The default layout; another namespace (a namespace keeps the layout it was made with).
+    with cosid.Runtime(lease_config(memory_store, namespace="default-layout")) as rt:
         assert (rt.layout.timestamp_bits, rt.layout.node_bits, rt.layout.sequence_bits) == (
             41, 10, 12)
 
