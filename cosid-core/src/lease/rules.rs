@@ -240,19 +240,13 @@ pub mod mutation {
     /// [`Mutation::IssuePastCeiling`].
     #[inline]
     pub fn checked_window(b: crate::window::Binding) -> crate::window::Binding {
+        let mut b = b;
         if is(Mutation::IssueAtFloor) {
-            crate::window::Binding {
-                floor: b.floor - 1,
-                ..b
-            }
+            b.floor -= 1;
         } else if is(Mutation::IssuePastCeiling) {
-            crate::window::Binding {
-                ceiling: b.ceiling + 2_000,
-                ..b
-            }
-        } else {
-            b
+            b.ceiling += 2_000;
         }
+        b
     }
 }
 
