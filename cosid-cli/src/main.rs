@@ -531,11 +531,7 @@ fn cmd_migrate(a: MigrateArgs) -> cosid_core::Result<()> {
         )
     })?;
     if let Some(path) = &a.state_file {
-        let current = cosid_core::static_slot::read_state(path)?;
-        let next = current.unwrap_or(i64::MIN).max(not_before);
-        if Some(next) != current {
-            cosid_core::static_slot::write_state(path, next)?;
-        }
+        let next = cosid_core::static_slot::raise_not_before(path, not_before)?;
         println!(
             "state file {}: floor at restart is now {}",
             path.display(),

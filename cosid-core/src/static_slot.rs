@@ -177,6 +177,19 @@ pub fn write_state(path: &Path, ceiling_ms: i64) -> Result<()> {
     Ok(())
 }
 
+/// `cosid migrate --state-file`: raises the floor a static slot restarts from to at least
+/// `not_before` and returns it. Takes the state file's lock first, so it is refused while a
+/// runtime uses the file (the runtime's next write would undo it).
+pub fn raise_not_before(path: &Path, not_before: i64) -> Result<i64> {
+    let _lock = lock_state_file(path)?;
+    let current = read_state(path)?;
+    let next = current.unwrap_or(i64::MIN).max(not_before);
+    if Some(next) != current {
+        write_state(path, next)?;
+    }
+    Ok(next)
+}
+
 /// The lock file beside a state file: `<state-file>.lock`. Never renamed or removed, so every
 /// runtime of the file locks the same inode.
 pub fn lock_path(state: &Path) -> PathBuf {

@@ -290,3 +290,28 @@ fn a_slot_outside_the_layout_is_refused() {
     .unwrap();
     assert!(matches!(ok.machine, Machine::Static(_)));
 }
+
+/// `cosid migrate --state-file` takes the state file's lock: refused while a runtime uses the
+/// file (the runtime's next write would undo the raise), done once it has stopped.
+#[test]
+fn migrate_raises_the_floor_only_while_no_runtime_holds_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let clock = ManualClock::shared(T0);
+    let rt = start(&clock, config(&state, None)).unwrap();
+    rt.next().unwrap();
+    let e = cosid_core::static_slot::raise_not_before(&state, T0 + 60_000).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::StateFile, "{e}");
+    assert!(e.message().contains("in use by"), "{e}");
+    rt.close().unwrap();
+    let floor = cosid_core::static_slot::raise_not_before(&state, T0 + 60_000).unwrap();
+    assert_eq!(floor, T0 + 60_000);
+    assert_eq!(
+        cosid_core::static_slot::read_state(&state).unwrap(),
+        Some(T0 + 60_000)
+    );
+    // A later start begins above it.
+    let rt = start(&clock, config(&state, None)).unwrap();
+    assert!(rt.binding().floor >= T0 + 60_000);
+    rt.close().unwrap();
+}
