@@ -1,5 +1,5 @@
-//! The runtime's configuration: the YAML (or JSON) schema of DESIGN.md §3, parsed with every
-//! error naming the key, the value and the fix.
+//! The runtime's configuration: the YAML (or JSON) schema of the README's Configuration
+//! section, parsed with every error naming the key, the value and the fix.
 //!
 //! ```yaml
 //! cosid:

@@ -271,7 +271,7 @@ impl Layout {
         (t <= self.max_timestamp()).then_some(t)
     }
 
-    /// The first millisecond of timestamp unit `t`. Window checks use it (DESIGN.md: for a
+    /// The first millisecond of timestamp unit `t`. Window checks use it (`docs/protocol.md` section 1: for a
     /// coarse unit, issue `u` only if `floor < start(u) <= ceiling`).
     #[inline]
     pub const fn unit_start_ms(&self, t: u64) -> i64 {

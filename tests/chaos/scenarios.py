@@ -524,7 +524,7 @@ def eight_processes(ctx):
 
     def after():
         ctx.check(bool(restarted.ids()), "the restarted process issued nothing")
-        # Nobody took p2's expired slot here, so after waking it may simply renew it (the spec
+        # Nobody took p2's expired slot here, so after waking it may simply renew it (the protocol
         # lets the holder renew while no one else acquired it); it waits only if its generator
         # runs before the renewal. sigstop-past-ttl is the scenario where the slot is taken.
         ctx.event("p2 after waking: " + ("waited (" + fold_first(paused.stderr()) + ")" if "waiting" in paused.stderr() else "renewed before its next id"))

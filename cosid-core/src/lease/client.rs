@@ -1,4 +1,4 @@
-//! The lease protocol over a store's primitives: open a namespace, acquire a slot in the spec's
+//! The lease protocol over a store's primitives: open a namespace, acquire a slot in the protocol's
 //! order of preference, renew, release. Each change is one compare-and-set of one record; a lost
 //! race re-reads and tries again.
 
@@ -23,7 +23,7 @@ pub struct AcquireRequest {
     pub floor_at_least: i64,
 }
 
-/// Why a slot was chosen, in the spec's order of preference.
+/// Why a slot was chosen, in the protocol's order of preference (`docs/protocol.md` section 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Choice {
     /// The slot this `(key, incarnation)` already holds: an idempotent retry.
@@ -240,7 +240,7 @@ impl LeaseClient {
         ))
     }
 
-    /// Acquires a slot in the spec's order: own slot, preferred, sticky, lowest free. `Exhausted`
+    /// Acquires a slot in the protocol's order: own slot, preferred, sticky, lowest free. `Exhausted`
     /// (with the earliest expiry) when every slot is held by a live lease; a store error after
     /// `MAX_RACES` lost compare-and-set races in a row.
     pub fn acquire(&self, req: &AcquireRequest) -> Result<Acquisition> {

@@ -1,4 +1,4 @@
-//! The `LeaseKeeper`: one per runtime, shared by all its generators (D18).
+//! The `LeaseKeeper`: one per runtime, shared by all its generators.
 //!
 //! It is a state machine stepped by [`LeaseKeeper::tick`], which does whatever is due and says
 //! how long until the next thing is due; the runtime's keeper thread just calls it in a loop,
@@ -11,7 +11,8 @@
 //! - Every window it asks for starts at or above the highest ceiling it was ever granted, so a
 //!   store that restarted empty cannot give this runtime an overlapping window.
 //! - Compares `storeNow` with the local clock; a skew above `tolerance/2` raises `ClockSkew`.
-//! - There is no switch to keep issuing after the lease is lost (P1).
+//! - There is no switch to keep issuing after the lease is lost: under any model that could
+//!   duplicate ids.
 
 use super::client::{AcquireRequest, Acquisition, LeaseClient, Renewal};
 use super::events::{Counters, Event, EventBus};

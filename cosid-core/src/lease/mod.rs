@@ -1,4 +1,4 @@
-//! The slot lease of `spec/slot-lease.md`: records, the state-change rules, the protocol over a
+//! The slot lease of `docs/protocol.md`: records, the state-change rules, the protocol over a
 //! store, the keeper that renews, and the events it raises.
 
 pub mod client;

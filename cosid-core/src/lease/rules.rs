@@ -1,4 +1,4 @@
-//! The store-side state changes of the spec, written once as plain functions over a slot
+//! The store-side state changes of the protocol (`docs/protocol.md` section 3), written once as plain functions over a slot
 //! record. Every store applies exactly these through its compare-and-set, so every store keeps
 //! the same rule:
 //!
@@ -8,7 +8,7 @@
 //! | renew     | incarnation and fence match    | `expires = max(expires, now+ttl)`; ceiling and next_floor follow; fence kept |
 //! | release   | incarnation and fence match    | owner cleared; `next_floor = max(floor, min(last_issued, ceiling))`; `fence+1` |
 //!
-//! Invariant kept by all three (the spec's D22): for any two successive holders of a slot,
+//! Invariant kept by all three (uniqueness follows from it alone): for any two successive holders of a slot,
 //! the later floor is `>=` every ceiling the earlier one was granted, or `>=` its exact last
 //! issued timestamp after a clean release. Floors are also never lowered below `floor_at_least`
 //! (the namespace's `not_before` and the acquirer's own highest granted ceiling).

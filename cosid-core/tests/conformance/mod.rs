@@ -23,7 +23,7 @@
 //!
 //! # What it covers
 //!
-//! Every row of the tables of `spec/slot-lease.md`, driven through [`LeaseClient`] (the
+//! Every rule of `docs/protocol.md` (sections 3, 4 and 7), driven through [`LeaseClient`] (the
 //! protocol, written once over the primitives), and the primitives themselves where a rule is
 //! about the store: compare-and-set with a stale version writes nothing, versions never repeat,
 //! records round-trip exactly, a write is seen through another handle, and `2^bits` concurrent
@@ -477,7 +477,7 @@ pub fn describe_is_a_store_url(open: Open) {
 }
 
 // ----------------------------------------------------------------------------------------------
-// The namespace record {limit, tolerance} (D20)
+// The namespace record {limit, tolerance, layout} (docs/protocol.md section 7)
 // ----------------------------------------------------------------------------------------------
 
 /// The first runtime writes `{limit = 2^bits, tolerance}`; the next one with the same values
@@ -703,7 +703,7 @@ fn assert_acquired_by_the_table(
     );
 }
 
-/// An acquisition changes the slot exactly as the spec's table says, on a never-used slot and
+/// An acquisition changes the slot exactly as the protocol's table says, on a never-used slot and
 /// on one a previous holder released.
 pub fn acquire_follows_the_table(open: Open) {
     let store = open();
