@@ -443,3 +443,22 @@ def test_ctrl_c_interrupts_a_long_wait_for_an_id(tmp_path: Path) -> None:
         rt.close()
     except cosid.CosIdError:
         pass  # the release may have found the window gone; the interrupt is what is tested
+
+
+def test_a_host_calling_c_exit_without_python_atexit_releases_the_slot(tmp_path: Path) -> None:
+    """uWSGI's master ends with the C library's exit() without running Python's atexit; the
+    slot of a runtime still open must be released then too (a C-level exit handler)."""
+    store = f"sqlite://{tmp_path / 'slots.db'}"
+    cfg = config(store, None, bits=2, ttl="60s")
+    program = (
+        "import ctypes, json, sys, cosid\n"
+        "rt = cosid.Runtime(json.loads(sys.argv[1]))\n"
+        "rt.next()\n"
+        "print(rt.slot, flush=True)\n"
+        "ctypes.CDLL(None).exit(0)  # C exit: Python's atexit does not run\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", program, json.dumps(cfg)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().isdigit()
+    assert held_slots(store, "fork", bits=2) == 0
