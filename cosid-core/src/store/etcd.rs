@@ -4,13 +4,19 @@
 //! default; `etcds://` connects with TLS, checking the servers against `cacert` or else the
 //! system's roots.
 //!
-//! Keys of namespace `ns`: `cosid/ns/<ns>` (the namespace record) and `cosid/slot/<ns>/<slot>`
-//! (one per slot), each holding the JSON form of `store::codec`. The version of a record is the
-//! key's `mod_revision`, which etcd never repeats while its data lives.
+//! cosid speaks etcd's HTTP/JSON gateway (`gateway`), served by every etcd since 3.4 on its
+//! client port: no gRPC code is generated, so building needs no `protoc`.
 //!
-//! - A snapshot is one linearizable range read over the namespace's slot keys plus the
-//!   namespace key, in one `Txn` of two `Get`s (one round trip, one revision); `read_slot` is one
-//!   linearizable `Get`.
+//! Keys of namespace `ns`: `cosid/ns/<ns>` (the namespace record) and `cosid/slot/<ns>/<slot>`
+//! (one per slot), each holding the JSON form of `store::codec`, and `cosid/lineage` (a random
+//! id written once into a store that has none). The version of a record is the key's
+//! `mod_revision`, which etcd never repeats while its data lives.
+//!
+//! - A snapshot is one linearizable transaction of range reads: the namespace key, the lineage
+//!   and the namespace's slot keys (one round trip, one revision). After the first, only the
+//!   slots changed since the last snapshot's revision are transferred and merged into it (see
+//!   [`EtcdStore::read_snapshot`] for when that is sound); `read_slot` is one linearizable range
+//!   read.
 //! - Each compare-and-set is one transaction: `mod_revision(key) == expected` (or
 //!   `create_revision(key) == 0` when no record is expected) then `Put`; the new version is the
 //!   revision of that transaction.
@@ -27,27 +33,49 @@
 //! says why etcd data must not be lost (as with every store, a lost store is detected at the
 //! next renewal and the keeper's `floor_at_least` keeps this runtime's windows disjoint).
 
+mod gateway;
+
 use super::blocking::{IoRuntime, DEFAULT_TIMEOUT};
 use super::{codec, NamespaceSnapshot, SlotStore, StoreUrl};
 use crate::clock::system_now_ms;
 use crate::error::{Error, Result};
 use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
-use etcd_client::{
-    Certificate, Client, Compare, CompareOp, ConnectOptions, GetOptions, KeyValue, TlsOptions, Txn,
-    TxnOp, TxnOpResponse,
-};
+use gateway::{b64, CallError, Endpoint, Gateway, Kv, RangeAnswer, TxnAnswer};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use rustls::RootCertStore;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The etcd store. Thread-safe; one gRPC channel shared by all callers (it reconnects by
-/// itself), re-created after a failure.
+/// The etcd store. Thread-safe; its callers share a small pool of keep-alive HTTP connections
+/// to the cluster's JSON gateway (a failed connection is dropped and the next one made afresh,
+/// from the next member).
 pub struct EtcdStore {
     io: IoRuntime,
     endpoints: Vec<String>,
     /// Holds the password: never printed.
-    options: ConnectOptions,
-    client: Mutex<Option<Client>>,
+    gateway: Arc<Gateway>,
+    /// Per namespace, its slots as last read, so that a snapshot transfers only the slots
+    /// changed since (see [`EtcdStore::read_snapshot`]).
+    cache: Mutex<HashMap<String, Arc<Cached>>>,
+}
+
+/// The key holding the store's lineage: a random id written once into a store that has none,
+/// so a store that lost its data (and restarted its revisions) is told from the one read
+/// before.
+const LINEAGE_KEY: &str = "cosid/lineage";
+
+/// A namespace's slots as of one read.
+struct Cached {
+    /// The value of [`LINEAGE_KEY`] when read.
+    lineage: Vec<u8>,
+    /// The store's revision of the read.
+    revision: i64,
+    /// Slot records by key.
+    slots: BTreeMap<Vec<u8>, Versioned<SlotRecord>>,
 }
 
 impl fmt::Debug for EtcdStore {
@@ -181,6 +209,72 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// A member of the cluster from one of [`Parsed::endpoints`] (`http://host:port`).
+fn endpoint(url: &str) -> Endpoint {
+    let authority = url.split_once("://").map_or(url, |(_, a)| a);
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) => match p.parse::<u16>() {
+            Ok(p) => (h, p),
+            Err(_) => (authority, 2379),
+        },
+        None => (authority, 2379),
+    };
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    Endpoint {
+        host: host.to_string(),
+        port,
+    }
+}
+
+/// The TLS setup of `etcds://`: the servers are checked against `cacert` and the system's
+/// roots, names included.
+fn tls_config(cacert: Option<&str>, name: &str) -> Result<Arc<rustls::ClientConfig>> {
+    let mut roots = RootCertStore::empty();
+    if let Some(path) = cacert {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+            .and_then(|it| it.collect::<std::result::Result<_, _>>())
+            .map_err(|e| {
+                Error::config(format!("store '{name}': cannot read cacert '{path}': {e}"))
+            })?;
+        let (added, _) = roots.add_parsable_certificates(certs);
+        if added == 0 {
+            return Err(Error::config(format!(
+                "store '{name}': cacert '{path}' holds no usable certificate"
+            )));
+        }
+    }
+    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    if roots.is_empty() {
+        return Err(Error::config(format!(
+            "store '{name}': etcds:// needs root certificates, and the system has none; give \
+             one with ?cacert=/path/ca.pem"
+        )));
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| Error::config(format!("store '{name}': TLS setup: {e}")))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// The key just after every key that starts with `prefix` (etcd's `range_end` of a prefix).
+fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
 impl EtcdStore {
     /// Opens the store `url` with the default 2 s bound on connecting and on every operation.
     /// Connects lazily: a cluster that is down now gives `Store` errors from the operations.
@@ -198,72 +292,37 @@ impl EtcdStore {
         };
         let name = url.redacted();
         let parsed = parse(raw, &name)?;
-        let mut options = ConnectOptions::new()
-            .with_connect_timeout(timeout)
-            .with_timeout(timeout)
-            .with_keep_alive(Duration::from_secs(10), timeout);
-        let mut secrets = Vec::new();
-        if let Some((user, password)) = &parsed.user {
-            options = options
-                .with_user(user.clone(), password.clone())
-                .with_auto_token_refresh(true);
-            secrets.push(password.clone());
-        }
-        if parsed.tls {
-            let mut tls = TlsOptions::new().with_native_roots();
-            if let Some(path) = &parsed.cacert {
-                let pem = std::fs::read(path).map_err(|e| {
-                    Error::config(format!("store '{name}': cannot read cacert '{path}': {e}"))
-                })?;
-                tls = tls.ca_certificate(Certificate::from_pem(pem));
-            }
-            options = options.with_tls(tls);
-        }
+        let secrets = parsed
+            .user
+            .iter()
+            .map(|(_, password)| password.clone())
+            .collect();
+        let tls = match parsed.tls {
+            true => Some(tls_config(parsed.cacert.as_deref(), &name)?),
+            false => None,
+        };
         let io = IoRuntime::new(name, secrets, timeout)?;
+        let gateway = Gateway::new(
+            parsed.endpoints.iter().map(|e| endpoint(e)).collect(),
+            tls,
+            parsed.user,
+            timeout,
+        );
         Ok(Arc::new(EtcdStore {
             io,
             endpoints: parsed.endpoints,
-            options,
-            client: Mutex::new(None),
+            gateway: Arc::new(gateway),
+            cache: Mutex::new(HashMap::new()),
         }))
     }
 
-    /// Runs `op` with the shared client, connecting first when there is none; any failure drops
-    /// the client so the next call starts afresh (a fresh token, a fresh channel).
-    fn with_client<T, F, Fut>(&self, what: &str, op: F) -> Result<T>
-    where
-        F: FnOnce(Client) -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = Result<T, etcd_client::Error>> + Send + 'static,
-        T: Send + 'static,
-    {
-        let cached = self
-            .client
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let endpoints = self.endpoints.clone();
-        let options = self.options.clone();
-        let outcome = self.io.run(async move {
-            let client = match cached {
-                Some(c) => c,
-                None => Client::connect(endpoints, Some(options)).await?,
-            };
-            let value = op(client.clone()).await?;
-            Ok::<_, etcd_client::Error>((value, client))
-        });
-        match outcome {
-            Ok((value, client)) => {
-                let mut guard = self.client.lock().unwrap_or_else(|p| p.into_inner());
-                if guard.is_none() {
-                    *guard = Some(client);
-                }
-                Ok(value)
-            }
-            Err(f) => {
-                *self.client.lock().unwrap_or_else(|p| p.into_inner()) = None;
-                Err(self.io.failure(what, f))
-            }
-        }
+    /// POSTs `body` to the gateway's `path`, bounded by the operation timeout, and returns
+    /// the answer's JSON text (parsed by the caller, on its own thread).
+    fn call(&self, what: &str, path: &'static str, body: Value) -> Result<Vec<u8>> {
+        let gateway = Arc::clone(&self.gateway);
+        self.io
+            .run(async move { gateway.call(path, &body).await })
+            .map_err(|f| self.io.failure(what, f))
     }
 
     fn place(&self, key: &[u8]) -> String {
@@ -274,10 +333,14 @@ impl EtcdStore {
         )
     }
 
-    fn versioned_slot(&self, kv: &KeyValue) -> Result<Versioned<SlotRecord>> {
-        let place = self.place(kv.key());
-        let value = codec::decode_slot(kv.value(), &place)?;
-        if !kv.key().ends_with(format!("/{}", value.slot).as_bytes()) {
+    fn malformed(&self, what: &str, e: CallError) -> Error {
+        self.io.error(what, &format!("a malformed answer: {e}"))
+    }
+
+    fn versioned_slot(&self, kv: &Kv) -> Result<Versioned<SlotRecord>> {
+        let place = self.place(&kv.key);
+        let value = codec::decode_slot(&kv.value, &place)?;
+        if !kv.key.ends_with(format!("/{}", value.slot).as_bytes()) {
             return Err(Error::store(format!(
                 "{place} holds the record of slot {}",
                 value.slot
@@ -285,7 +348,7 @@ impl EtcdStore {
         }
         Ok(Versioned {
             value,
-            version: kv.mod_revision() as u64,
+            version: kv.mod_revision as u64,
         })
     }
 
@@ -296,27 +359,144 @@ impl EtcdStore {
         expected: Option<u64>,
         value: String,
     ) -> Result<Option<u64>> {
+        let key = b64(key.as_bytes());
         let compare = match expected {
-            None => Compare::create_revision(key.clone(), CompareOp::Equal, 0),
+            None => json!({
+                "key": key, "result": "EQUAL", "target": "CREATE", "create_revision": "0",
+            }),
             Some(v) => {
                 let Ok(v) = i64::try_from(v) else {
                     return Ok(None);
                 };
-                Compare::mod_revision(key.clone(), CompareOp::Equal, v)
+                json!({
+                    "key": key, "result": "EQUAL", "target": "MOD", "mod_revision": v.to_string(),
+                })
             }
         };
-        let txn = Txn::new()
-            .when(vec![compare])
-            .and_then(vec![TxnOp::put(key, value, None)]);
-        let resp = self.with_client(what, |mut c| async move { c.txn(txn).await })?;
-        if !resp.succeeded() {
+        let txn = json!({
+            "compare": [compare],
+            "success": [{ "request_put": { "key": key, "value": b64(value.as_bytes()) } }],
+        });
+        let body = self.call(what, "/v3/kv/txn", txn)?;
+        let resp: TxnAnswer = gateway::parse(&body).map_err(|e| self.malformed(what, e))?;
+        if !resp.succeeded {
             return Ok(None);
         }
         let revision = resp
-            .header()
-            .map(|h| h.revision())
-            .ok_or_else(|| self.io.error(what, &"the answer has no header"))?;
+            .header
+            .map(|h| h.revision.0)
+            .filter(|r| *r > 0)
+            .ok_or_else(|| self.io.error(what, &"the answer has no revision"))?;
         Ok(Some(revision as u64))
+    }
+
+    /// One linearizable read of the namespace: its record, the store's lineage and its slots,
+    /// in one transaction. With `base` (the slots as of an earlier read), only the slots changed
+    /// since are transferred; `None` when `base` cannot be brought up to date (another lineage,
+    /// a revision gone back, a slot key deleted), for the caller to read everything instead.
+    fn read_snapshot(
+        &self,
+        namespace: &str,
+        base: Option<&Cached>,
+    ) -> Result<Option<NamespaceSnapshot>> {
+        let what = "reading a namespace snapshot";
+        let prefix = slot_prefix(namespace);
+        let mut slots_read = json!({
+            "key": b64(prefix.as_bytes()),
+            "range_end": b64(&prefix_end(&prefix)),
+        });
+        if let Some(base) = base {
+            slots_read["min_mod_revision"] = json!((base.revision + 1).to_string());
+        }
+        let txn = json!({
+            "success": [
+                { "request_range": { "key": b64(ns_key(namespace).as_bytes()) } },
+                { "request_range": { "key": b64(LINEAGE_KEY.as_bytes()) } },
+                { "request_range": slots_read },
+            ],
+        });
+        let body = self.call(what, "/v3/kv/txn", txn)?;
+        let store_now = system_now_ms();
+        let resp: TxnAnswer = gateway::parse(&body).map_err(|e| self.malformed(what, e))?;
+        let revision = resp.header.as_ref().map_or(0, |h| h.revision.0);
+        let ranges: Vec<&RangeAnswer> = resp
+            .responses
+            .iter()
+            .filter_map(|op| op.response_range.as_ref())
+            .collect();
+        let [ns, lineage, slots] = ranges[..] else {
+            return Err(self.io.error(what, &"the answer lacks the three reads"));
+        };
+        let ns = ns.kvs().map_err(|e| self.malformed(what, e))?;
+        let lineage = lineage
+            .kvs()
+            .map_err(|e| self.malformed(what, e))?
+            .into_iter()
+            .next()
+            .map(|kv| kv.value);
+        let count = slots.count();
+        let slots = slots.kvs().map_err(|e| self.malformed(what, e))?;
+        let namespace_rec = match ns.first() {
+            None => None,
+            Some(kv) => Some(Versioned {
+                value: codec::decode_namespace(&kv.value, &self.place(&kv.key))?,
+                version: kv.mod_revision as u64,
+            }),
+        };
+        let mut records = match base {
+            None => BTreeMap::new(),
+            Some(base) => {
+                // The earlier read holds for this one only in the same lineage (the store did
+                // not lose its data since: revisions are then never reused) and at a revision
+                // not gone back.
+                if lineage.as_deref() != Some(base.lineage.as_slice()) || revision < base.revision {
+                    return Ok(None);
+                }
+                base.slots.clone()
+            }
+        };
+        for kv in &slots {
+            records.insert(kv.key.clone(), self.versioned_slot(kv)?);
+        }
+        // Every slot key changed since the earlier read is in `slots`, so only a key deleted
+        // since can make the counts differ.
+        if usize::try_from(count).ok() != Some(records.len()) && base.is_some() {
+            return Ok(None);
+        }
+        match lineage {
+            Some(lineage) if revision > 0 => {
+                let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+                let newer = cache.get(namespace).is_none_or(|c| c.revision < revision);
+                if newer {
+                    cache.insert(
+                        namespace.to_string(),
+                        Arc::new(Cached {
+                            lineage,
+                            revision,
+                            slots: records.clone(),
+                        }),
+                    );
+                }
+            }
+            Some(_) => {}
+            // A store new (or emptied): give it a lineage, so that the next reads need only
+            // the changes. A store that refuses the write (a read-only user) is read in full.
+            None => {
+                let _ = self.cas(
+                    "marking the store's lineage",
+                    LINEAGE_KEY.to_string(),
+                    None,
+                    uuid::Uuid::new_v4().to_string(),
+                );
+            }
+        }
+        Ok(Some(NamespaceSnapshot {
+            namespace: namespace_rec,
+            slots: Snapshot {
+                store_now,
+                slots: records.into_values().collect(),
+            },
+        }))
     }
 }
 
@@ -326,41 +506,20 @@ impl SlotStore for EtcdStore {
     }
 
     fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
-        let what = "reading a namespace snapshot";
-        let txn = Txn::new().and_then(vec![
-            TxnOp::get(ns_key(namespace), None),
-            TxnOp::get(
-                slot_prefix(namespace),
-                Some(GetOptions::new().with_prefix()),
-            ),
-        ]);
-        let resp = self.with_client(what, |mut c| async move { c.txn(txn).await })?;
-        let store_now = system_now_ms();
-        let mut gets = resp.op_responses().into_iter().map(|r| match r {
-            TxnOpResponse::Get(g) => Some(g),
-            _ => None,
-        });
-        let (Some(Some(ns)), Some(Some(slots))) = (gets.next(), gets.next()) else {
-            return Err(self.io.error(what, &"the answer lacks the two reads"));
-        };
-        let namespace_rec = match ns.kvs().first() {
-            None => None,
-            Some(kv) => Some(Versioned {
-                value: codec::decode_namespace(kv.value(), &self.place(kv.key()))?,
-                version: kv.mod_revision() as u64,
-            }),
-        };
-        let mut records = Vec::with_capacity(slots.kvs().len());
-        for kv in slots.kvs() {
-            records.push(self.versioned_slot(kv)?);
+        let base = self
+            .cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(namespace)
+            .cloned();
+        if let Some(base) = base {
+            if let Some(snap) = self.read_snapshot(namespace, Some(&base))? {
+                return Ok(snap);
+            }
         }
-        Ok(NamespaceSnapshot {
-            namespace: namespace_rec,
-            slots: Snapshot {
-                store_now,
-                slots: records,
-            },
-        })
+        Ok(self
+            .read_snapshot(namespace, None)?
+            .expect("a full read always gives a snapshot"))
     }
 
     fn cas_namespace(
@@ -382,13 +541,13 @@ impl SlotStore for EtcdStore {
         namespace: &str,
         slot: u32,
     ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+        let what = "reading a slot";
         let key = slot_key(namespace, slot);
-        let resp = self.with_client(
-            "reading a slot",
-            |mut c| async move { c.get(key, None).await },
-        )?;
+        let body = self.call(what, "/v3/kv/range", json!({ "key": b64(key.as_bytes()) }))?;
         let now = system_now_ms();
-        match resp.kvs().first() {
+        let resp: RangeAnswer = gateway::parse(&body).map_err(|e| self.malformed(what, e))?;
+        let found = resp.kvs().map_err(|e| self.malformed(what, e))?;
+        match found.first() {
             None => Ok((now, None)),
             Some(kv) => Ok((now, Some(self.versioned_slot(kv)?))),
         }
@@ -438,5 +597,106 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn endpoints_split_into_host_and_port() {
+        let p = parse("etcd://a,b:1,[::1],[fe80::2]:7", "x").unwrap();
+        let eps: Vec<_> = p.endpoints.iter().map(|e| endpoint(e)).collect();
+        let want = [("a", 2379), ("b", 1), ("::1", 2379), ("fe80::2", 7)];
+        assert_eq!(eps.len(), want.len());
+        for (ep, (host, port)) in eps.iter().zip(want) {
+            assert_eq!((ep.host.as_str(), ep.port), (host, port));
+        }
+    }
+
+    #[test]
+    fn prefix_ranges_end_after_the_prefix() {
+        assert_eq!(prefix_end("cosid/slot/a/"), b"cosid/slot/a0");
+        assert_eq!(prefix_end("a\u{7f}"), b"a\x80");
+    }
+
+    #[test]
+    fn cacert_that_cannot_be_read_is_a_config_error_naming_it() {
+        let url = StoreUrl::parse("etcds://u:SECRET@h/?cacert=/nonexistent/ca.pem").unwrap();
+        let e = EtcdStore::open(&url).unwrap_err();
+        assert_eq!(e.kind(), crate::error::ErrorKind::Config, "{e}");
+        assert!(e.message().contains("/nonexistent/ca.pem"), "{e}");
+        assert!(!format!("{e} {e:?}").contains("SECRET"), "{e}");
+    }
+
+    fn floors(store: &EtcdStore, ns: &str) -> Vec<(u32, i64)> {
+        let mut got: Vec<(u32, i64)> = store
+            .snapshot(ns)
+            .unwrap()
+            .slots
+            .slots
+            .iter()
+            .map(|r| (r.value.slot, r.value.next_floor))
+            .collect();
+        got.sort_unstable();
+        got
+    }
+
+    fn put_slot(store: &EtcdStore, ns: &str, slot: u32, next_floor: i64) {
+        let expected = store.read_slot(ns, slot).unwrap().1.map(|v| v.version);
+        let record = SlotRecord {
+            next_floor,
+            ..SlotRecord::vacant(slot)
+        };
+        assert!(store.cas_slot(ns, expected, &record).unwrap().is_some());
+    }
+
+    /// Snapshots after the first transfer only the slots changed since; what they give is the
+    /// store's state all the same: a changed slot, a new one, a slot key deleted behind the
+    /// store's back, and a store that lost its data and restarted its revisions (whose keys
+    /// carry revisions the earlier read had seen, and as many of them).
+    #[test]
+    fn snapshots_follow_changes_deletions_and_a_store_restarted_empty() {
+        let server = cosid_testkit::Server::etcd();
+        let url = StoreUrl::parse(&server.url()).unwrap();
+        let store = EtcdStore::open_with_timeout(&url, Duration::from_secs(20)).unwrap();
+        let ns = "incremental";
+        for slot in 0..4 {
+            put_slot(&store, ns, slot, 100 + i64::from(slot));
+        }
+        for n in 0..30 {
+            put_slot(&store, ns, 0, 200 + n);
+        }
+        let full = floors(&store, ns);
+        assert_eq!(full, [(0, 229), (1, 101), (2, 102), (3, 103)]);
+        assert_eq!(floors(&store, ns), full, "a snapshot with nothing changed");
+
+        put_slot(&store, ns, 2, 302);
+        put_slot(&store, ns, 4, 304);
+        assert_eq!(
+            floors(&store, ns),
+            [(0, 229), (1, 101), (2, 302), (3, 103), (4, 304)]
+        );
+
+        let deleted = json!({ "key": b64(slot_key(ns, 1).as_bytes()) });
+        store
+            .call("deleting", "/v3/kv/deleterange", deleted)
+            .unwrap();
+        assert_eq!(floors(&store, ns), [(0, 229), (2, 302), (3, 103), (4, 304)]);
+
+        // The same keys again, with revisions below the last read's, then enough writes
+        // elsewhere to bring the store's revision past it.
+        server.restart_empty();
+        for slot in [0, 2, 3, 4] {
+            put_slot(&store, ns, slot, 900 + i64::from(slot));
+        }
+        let record = NamespaceRecord {
+            limit: 8,
+            tolerance_ms: 1,
+            not_before_ms: 0,
+            layout: None,
+        };
+        let mut version = None;
+        for _ in 0..60 {
+            version = store.cas_namespace(ns, version, &record).unwrap();
+            assert!(version.is_some());
+        }
+        assert_eq!(floors(&store, ns), [(0, 900), (2, 902), (3, 903), (4, 904)]);
     }
 }

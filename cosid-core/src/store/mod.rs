@@ -10,7 +10,7 @@
 //! durable and visible to every later read (linearizable), and a version never repeats for one
 //! key. `docs/stores.md` says how each engine is set up to keep that.
 //!
-//! Store clients (rusqlite, redis, tokio-postgres, etcd-client types) never appear in this
+//! Store clients (rusqlite, redis, tokio-postgres, the etcd gateway client) never appear in this
 //! trait or anywhere in the public API.
 
 use crate::error::{Error, Result};
