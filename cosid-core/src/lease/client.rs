@@ -561,17 +561,21 @@ mod tests {
     use crate::store::{NamespaceSnapshot, SlotStore};
     use std::sync::Arc;
 
-    /// The real memory store, except that every slot compare-and-set reports a lost race: a
-    /// fault injector in front of a real store (a store whose versions never match).
+    /// The real memory store, except that every slot compare-and-set reports a lost race (a
+    /// store whose versions never match) and every snapshot fails with `snapshot_error` if set:
+    /// a fault injector in front of a real store.
     #[derive(Debug)]
-    struct AlwaysRaced(SharedStore);
+    struct AlwaysRaced(SharedStore, Option<(ErrorKind, &'static str)>);
 
     impl SlotStore for AlwaysRaced {
         fn describe(&self) -> String {
             self.0.describe()
         }
         fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
-            self.0.snapshot(namespace)
+            match self.1 {
+                Some((kind, message)) => Err(Error::new(kind, message)),
+                None => self.0.snapshot(namespace),
+            }
         }
         fn cas_namespace(
             &self,
@@ -601,7 +605,7 @@ mod tests {
     #[test]
     fn an_acquisition_that_loses_every_race_gives_up_naming_the_races() {
         let inner: SharedStore = MemoryStore::new(ManualClock::shared(1_000) as SharedClock);
-        let store: SharedStore = Arc::new(AlwaysRaced(inner));
+        let store: SharedStore = Arc::new(AlwaysRaced(inner, None));
         let terms = Terms {
             ttl_ms: 1_000,
             tolerance_ms: 100,
@@ -620,5 +624,55 @@ mod tests {
                 .contains("lost 10000 compare-and-set races in a row acquiring a slot"),
             "{e}"
         );
+    }
+
+    fn request() -> AcquireRequest {
+        AcquireRequest {
+            owner: Owner::new("a"),
+            preferred_slot: None,
+            floor_at_least: 0,
+        }
+    }
+
+    #[test]
+    fn a_store_failure_of_another_kind_names_the_store_and_a_store_error_is_kept_as_is() {
+        let terms = Terms {
+            ttl_ms: 1_000,
+            tolerance_ms: 100,
+        };
+        let client_failing_with = |kind, message| {
+            let inner: SharedStore = MemoryStore::new(ManualClock::shared(1_000) as SharedClock);
+            let store: SharedStore = Arc::new(AlwaysRaced(inner, Some((kind, message))));
+            LeaseClient::new(store, "ns", 2, terms).unwrap()
+        };
+        let c = client_failing_with(ErrorKind::Timeout, "no answer in 5s");
+        let e = c.acquire(&request()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Timeout);
+        assert_eq!(
+            e.message(),
+            format!("no answer in 5s (store {})", c.store().describe())
+        );
+        // A store error already names the store: it is passed on unchanged.
+        let c = client_failing_with(ErrorKind::Store, "store memory:x: broken pipe");
+        let e = c.acquire(&request()).unwrap_err();
+        assert_eq!(
+            (e.kind(), e.message()),
+            (ErrorKind::Store, "store memory:x: broken pipe")
+        );
+    }
+
+    #[test]
+    fn leases_are_granted_in_the_client_s_namespace() {
+        let store: SharedStore = MemoryStore::new(ManualClock::shared(1_000) as SharedClock);
+        let terms = Terms {
+            ttl_ms: 1_000,
+            tolerance_ms: 100,
+        };
+        let client = LeaseClient::new(store.clone(), "orders", 2, terms).unwrap();
+        assert_eq!(client.namespace(), "orders");
+        let lease = client.acquire(&request()).unwrap().lease;
+        assert_eq!(lease.namespace, client.namespace());
+        let held = store.read_slot(client.namespace(), lease.slot).unwrap().1;
+        assert_eq!(held.map(|v| v.value.owner), Some(Some(lease.owner)));
     }
 }
