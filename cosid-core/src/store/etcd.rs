@@ -699,4 +699,64 @@ mod tests {
         }
         assert_eq!(floors(&store, ns), [(0, 900), (2, 902), (3, 903), (4, 904)]);
     }
+
+    /// With authentication on: the URL's user gets a token and uses it; a token the server no
+    /// longer takes (authentication was turned off and on since it was given) is replaced and the request sent
+    /// again; a store without a user, or with a wrong password, gets a `Store` error that does
+    /// not show the password.
+    #[test]
+    fn authenticates_and_renews_a_refused_token() {
+        let server = cosid_testkit::Server::etcd();
+        let url = server.url();
+        let open = |url: &str| {
+            EtcdStore::open_with_timeout(&StoreUrl::parse(url).unwrap(), Duration::from_secs(20))
+                .unwrap()
+        };
+        let plain = open(&url);
+        for (path, body) in [
+            ("/v3/auth/role/add", json!({ "name": "root" })),
+            (
+                "/v3/auth/user/add",
+                json!({ "name": "root", "password": "pw-SECRET" }),
+            ),
+            (
+                "/v3/auth/user/grant",
+                json!({ "user": "root", "role": "root" }),
+            ),
+            ("/v3/auth/enable", json!({})),
+        ] {
+            plain.call("setting up", path, body).unwrap();
+        }
+        let with_user = url.replacen("etcd://", "etcd://root:pw-SECRET@", 1);
+        let authed = open(&with_user);
+        let ns = "auth";
+        assert!(authed
+            .cas_slot(ns, None, &SlotRecord::vacant(0))
+            .unwrap()
+            .is_some());
+        assert_eq!(authed.snapshot(ns).unwrap().slots.slots.len(), 1);
+
+        // Authentication off and on again: every token given before is forgotten.
+        authed
+            .call("turning auth off", "/v3/auth/disable", json!({}))
+            .unwrap();
+        plain
+            .call("turning auth on", "/v3/auth/enable", json!({}))
+            .unwrap();
+        assert_eq!(authed.snapshot(ns).unwrap().slots.slots.len(), 1);
+        assert!(authed.read_slot(ns, 0).unwrap().1.is_some());
+
+        for (store, why) in [
+            (plain, "user name is empty"),
+            (
+                open(&url.replacen("etcd://", "etcd://root:wrong-SECRET@", 1)),
+                "authentication failed",
+            ),
+        ] {
+            let e = store.snapshot(ns).unwrap_err();
+            assert_eq!(e.kind(), crate::error::ErrorKind::Store, "{e}");
+            assert!(e.message().contains(why), "{e}");
+            assert!(!format!("{e} {e:?} {store:?}").contains("SECRET"), "{e}");
+        }
+    }
 }
