@@ -759,4 +759,133 @@ mod tests {
             assert!(!format!("{e} {e:?} {store:?}").contains("SECRET"), "{e}");
         }
     }
+
+    /// `etcds://` against a real etcd serving TLS (its certificate, for 127.0.0.1, signed by a
+    /// throwaway CA made with `openssl`): works with `?cacert=` naming the CA; without it (the
+    /// system's roots do not know that CA) and over plain `etcd://` it is a `Store` error.
+    #[test]
+    fn etcds_checks_the_server_against_cacert() {
+        use std::process::{Command, Stdio};
+        let dir = tempfile::tempdir().unwrap();
+        let path = |f: &str| dir.path().join(f).display().to_string();
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(dir.path())
+                .stdin(Stdio::null())
+                .output()
+                .expect("`openssl` runs (Debian package `openssl`)");
+            assert!(out.status.success(), "openssl {args:?}: {out:?}");
+        };
+        std::fs::write(
+            path("ext"),
+            "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+        )
+        .unwrap();
+        let key = ["-newkey", "rsa:2048", "-nodes", "-days", "2"];
+        openssl(
+            &[
+                &["req", "-x509"][..],
+                &key,
+                &[
+                    "-keyout",
+                    "ca.key",
+                    "-out",
+                    "ca.pem",
+                    "-subj",
+                    "/CN=cosid-test-ca",
+                ],
+            ]
+            .concat(),
+        );
+        openssl(
+            &[
+                &["req"][..],
+                &key,
+                &[
+                    "-keyout",
+                    "s.key",
+                    "-out",
+                    "s.csr",
+                    "-subj",
+                    "/CN=127.0.0.1",
+                ],
+            ]
+            .concat(),
+        );
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "s.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "ext",
+            "-out",
+            "s.pem",
+        ]);
+        let free = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        };
+        let (port, peer) = (free(), free());
+        let client = format!("https://127.0.0.1:{port}");
+        let peer = format!("http://127.0.0.1:{peer}");
+        let mut etcd = Command::new("etcd")
+            .args(["--name", "tls", "--data-dir", &path("data")])
+            .args([
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
+            .args(["--initial-cluster", &format!("tls={peer}")])
+            .args(["--cert-file", &path("s.pem"), "--key-file", &path("s.key")])
+            .args(["--log-level", "error", "--logger", "zap"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("`etcd` runs (Debian package `etcd-server`)");
+        let open = |url: String| {
+            EtcdStore::open_with_timeout(&StoreUrl::parse(&url).unwrap(), Duration::from_secs(5))
+                .unwrap()
+        };
+        let good = open(format!(
+            "etcds://127.0.0.1:{port}/?cacert={}",
+            path("ca.pem")
+        ));
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let outcome = loop {
+            match good.cas_slot("tls", None, &SlotRecord::vacant(0)) {
+                Ok(v) => break Ok(v),
+                Err(e) if std::time::Instant::now() > deadline => break Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(200)),
+            }
+        };
+        let unknown_ca = open(format!("etcds://127.0.0.1:{port}")).snapshot("tls");
+        let plain = open(format!("etcd://127.0.0.1:{port}")).snapshot("tls");
+        let snapshot = good.snapshot("tls");
+        let _ = etcd.kill();
+        let _ = etcd.wait();
+        assert!(outcome.expect("etcds:// with cacert= works").is_some());
+        assert_eq!(snapshot.unwrap().slots.slots.len(), 1);
+        for e in [unknown_ca.unwrap_err(), plain.unwrap_err()] {
+            assert_eq!(e.kind(), crate::error::ErrorKind::Store, "{e}");
+        }
+    }
 }
