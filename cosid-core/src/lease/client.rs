@@ -242,13 +242,11 @@ impl LeaseClient {
 
     /// Acquires a slot in the protocol's order: own slot, preferred, sticky, lowest free. `Exhausted`
     /// (with the earliest expiry) when every slot is held by a live lease; a store error after
-    /// `MAX_RACES` lost compare-and-set races in a row.
+    /// `MAX_RACES` rounds (lost compare-and-set races, or a namespace that never appears).
     pub fn acquire(&self, req: &AcquireRequest) -> Result<Acquisition> {
         let mut raced = 0u32;
-        loop {
-            if raced >= MAX_RACES {
-                return Err(self.too_many_races("acquiring a slot"));
-            }
+        // Every round re-reads after a lost race or a namespace that had to be (re)created.
+        for _ in 0..MAX_RACES {
             let snap = self
                 .store
                 .snapshot(&self.namespace)
@@ -348,6 +346,7 @@ impl LeaseClient {
             }
             raced += 1;
         }
+        Err(self.too_many_races("acquiring a slot"))
     }
 
     fn granted(
@@ -674,5 +673,56 @@ mod tests {
         assert_eq!(lease.namespace, client.namespace());
         let held = store.read_slot(client.namespace(), lease.slot).unwrap().1;
         assert_eq!(held.map(|v| v.value.owner), Some(Some(lease.owner)));
+    }
+
+    /// The real memory store, except that a namespace write reports success and writes
+    /// nothing: a store that loses writes, in front of a real store.
+    #[derive(Debug)]
+    struct ForgetsNamespace(SharedStore);
+
+    impl SlotStore for ForgetsNamespace {
+        fn describe(&self) -> String {
+            self.0.describe()
+        }
+        fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
+            self.0.snapshot(namespace)
+        }
+        fn cas_namespace(
+            &self,
+            _namespace: &str,
+            _expected: Option<u64>,
+            _record: &NamespaceRecord,
+        ) -> Result<Option<u64>> {
+            Ok(Some(1))
+        }
+        fn read_slot(
+            &self,
+            namespace: &str,
+            slot: u32,
+        ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+            self.0.read_slot(namespace, slot)
+        }
+        fn cas_slot(
+            &self,
+            namespace: &str,
+            expected: Option<u64>,
+            record: &SlotRecord,
+        ) -> Result<Option<u64>> {
+            self.0.cas_slot(namespace, expected, record)
+        }
+    }
+
+    #[test]
+    fn an_acquisition_whose_namespace_never_appears_gives_up() {
+        let inner: SharedStore = MemoryStore::new(ManualClock::shared(1_000) as SharedClock);
+        let store: SharedStore = Arc::new(ForgetsNamespace(inner));
+        let terms = Terms {
+            ttl_ms: 1_000,
+            tolerance_ms: 100,
+        };
+        let client = LeaseClient::new(store, "ns", 2, terms).unwrap();
+        let e = client.acquire(&request()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+        assert!(e.message().contains("acquiring a slot"), "{e}");
     }
 }
