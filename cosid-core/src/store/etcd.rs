@@ -35,10 +35,10 @@
 
 mod gateway;
 
-use super::blocking::{IoRuntime, DEFAULT_TIMEOUT};
+use super::blocking::{Failure, IoRuntime, DEFAULT_TIMEOUT};
 use super::{codec, NamespaceSnapshot, SlotStore, StoreUrl};
 use crate::clock::system_now_ms;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
 use gateway::{b64, CallError, Endpoint, Gateway, Kv, RangeAnswer, TxnAnswer};
 use rustls::pki_types::pem::PemObject;
@@ -47,8 +47,8 @@ use rustls::RootCertStore;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 /// The etcd store. Thread-safe; its callers share a small pool of keep-alive HTTP connections
 /// to the cluster's JSON gateway (a failed connection is dropped and the next one made afresh,
@@ -61,6 +61,20 @@ pub struct EtcdStore {
     /// Per namespace, its slots as last read, so that a snapshot transfers only the slots
     /// changed since (see [`EtcdStore::read_snapshot`]).
     cache: Mutex<HashMap<String, Arc<Cached>>>,
+    /// Per namespace, the snapshot reads in flight (see [`SlotStore::snapshot`]).
+    flights: Mutex<HashMap<String, Flight>>,
+    flight_done: Condvar,
+}
+
+/// The snapshot reads of one namespace: one at a time, numbered.
+#[derive(Default)]
+struct Flight {
+    /// Reads started and finished so far.
+    started: u64,
+    finished: u64,
+    running: bool,
+    /// The outcome of read number `finished` (an error as its kind, message and permanence).
+    last: Option<std::result::Result<NamespaceSnapshot, (ErrorKind, String, bool)>>,
 }
 
 /// The key holding the store's lineage: a random id written once into a store that has none,
@@ -313,6 +327,8 @@ impl EtcdStore {
             endpoints: parsed.endpoints,
             gateway: Arc::new(gateway),
             cache: Mutex::new(HashMap::new()),
+            flights: Mutex::new(HashMap::new()),
+            flight_done: Condvar::new(),
         }))
     }
 
@@ -500,12 +516,9 @@ impl EtcdStore {
     }
 }
 
-impl SlotStore for EtcdStore {
-    fn describe(&self) -> String {
-        self.io.name().to_string()
-    }
-
-    fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
+impl EtcdStore {
+    /// One snapshot read (see [`EtcdStore::read_snapshot`]).
+    fn snapshot_now(&self, namespace: &str) -> Result<NamespaceSnapshot> {
         let base = self
             .cache
             .lock()
@@ -520,6 +533,65 @@ impl SlotStore for EtcdStore {
         Ok(self
             .read_snapshot(namespace, None)?
             .expect("a full read always gives a snapshot"))
+    }
+}
+
+impl SlotStore for EtcdStore {
+    /// Callers that ask while a snapshot of the namespace is being read share the next read
+    /// (which starts after they asked, so it is as fresh as one of their own): a crowd of
+    /// acquirers costs the server one read at a time, not one each.
+    fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
+        let deadline =
+            Instant::now() + self.io.timeout().saturating_mul(2) + Duration::from_secs(1);
+        let mut flights = self.flights.lock().unwrap_or_else(|p| p.into_inner());
+        let wanted = flights.entry(namespace.to_string()).or_default().started + 1;
+        loop {
+            let flight = flights.entry(namespace.to_string()).or_default();
+            if flight.finished >= wanted {
+                if let Some(last) = &flight.last {
+                    return last.clone().map_err(|(kind, message, permanent)| {
+                        let e = Error::new(kind, message);
+                        if permanent {
+                            e.permanent()
+                        } else {
+                            e
+                        }
+                    });
+                }
+            }
+            if !flight.running {
+                flight.running = true;
+                flight.started += 1;
+                let round = flight.started;
+                drop(flights);
+                let got = self.snapshot_now(namespace);
+                let mut flights = self.flights.lock().unwrap_or_else(|p| p.into_inner());
+                let flight = flights.entry(namespace.to_string()).or_default();
+                flight.running = false;
+                flight.finished = round;
+                flight.last = Some(match &got {
+                    Ok(snap) => Ok(snap.clone()),
+                    Err(e) => Err((e.kind(), e.to_string(), e.is_permanent())),
+                });
+                self.flight_done.notify_all();
+                return got;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(self
+                    .io
+                    .failure("reading a namespace snapshot", Failure::<String>::TimedOut));
+            }
+            flights = self
+                .flight_done
+                .wait_timeout(flights, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.io.name().to_string()
     }
 
     fn cas_namespace(

@@ -34,7 +34,7 @@ use tokio_rustls::TlsConnector;
 /// JSON, which costs the server far more than gRPC did, and a server flooded with large
 /// snapshots answers every caller late (so their compare-and-sets lose more races, which costs
 /// more snapshots). Callers beyond these wait their turn, within the operation's bound.
-const MAX_IN_FLIGHT: usize = 4;
+const MAX_IN_FLIGHT: usize = 32;
 /// Idle connections kept for reuse: one per request in flight, so that none is made afresh.
 const MAX_IDLE: usize = MAX_IN_FLIGHT;
 /// An idle connection older than this is closed rather than reused.
