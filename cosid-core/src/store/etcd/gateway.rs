@@ -30,10 +30,10 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-/// Requests in flight at once (one connection each). Few: the gateway turns every answer into
-/// JSON, which costs the server far more than gRPC did, and a server flooded with large
-/// snapshots answers every caller late (so their compare-and-sets lose more races, which costs
-/// more snapshots). Callers beyond these wait their turn, within the operation's bound.
+/// Requests in flight at once (one connection each). Bounded: the gateway turns every answer
+/// into JSON, which costs the server far more than gRPC did, and a server flooded with requests
+/// answers every caller late. Callers beyond these wait their turn, within the operation's
+/// bound.
 const MAX_IN_FLIGHT: usize = 32;
 /// Idle connections kept for reuse: one per request in flight, so that none is made afresh.
 const MAX_IDLE: usize = MAX_IN_FLIGHT;
