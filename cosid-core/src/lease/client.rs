@@ -660,6 +660,53 @@ mod tests {
         );
     }
 
+    fn layout_client(store: &SharedStore, epoch: &str) -> LeaseClient {
+        let layout =
+            crate::Config::from_yaml(&format!("cosid: {{snowflake: {{epoch: '{epoch}'}}}}"))
+                .unwrap()
+                .layout;
+        let terms = Terms {
+            ttl_ms: 30_000,
+            tolerance_ms: 1_000,
+        };
+        LeaseClient::new(store.clone(), "ns", 2, terms)
+            .unwrap()
+            .with_layout(&layout)
+    }
+
+    /// A namespace `cosid migrate` created before any runtime records the layout of the first
+    /// runtime that completes it: a second runtime with another layout is refused.
+    #[test]
+    fn completing_a_migrated_namespace_records_the_runtime_s_layout() {
+        let store: SharedStore = MemoryStore::new(ManualClock::shared(1_000) as SharedClock);
+        LeaseClient::raise_not_before(&store, "ns", 5_000).unwrap();
+        let first = layout_client(&store, "2019-12-24T16:00:00Z");
+        let rec = first.open_namespace().unwrap();
+        assert!(rec.layout.is_some(), "{rec:?}");
+        assert_eq!(rec.not_before_ms, 5_000, "migrate's floor is kept");
+        let other = layout_client(&store, "2019-12-24T16:00:02Z");
+        let e = other.open_namespace().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NamespaceMismatch, "{e}");
+    }
+
+    /// Opening a namespace that already records this layout writes nothing (a write would race
+    /// every other runtime starting at the same moment for nothing).
+    #[test]
+    fn opening_a_namespace_with_the_same_layout_writes_nothing() {
+        let store: SharedStore = MemoryStore::new(ManualClock::shared(1_000) as SharedClock);
+        let a = layout_client(&store, "2019-12-24T16:00:00Z");
+        a.open_namespace().unwrap();
+        let version = store.snapshot("ns").unwrap().namespace.unwrap().version;
+        a.open_namespace().unwrap();
+        layout_client(&store, "2019-12-24T16:00:00Z")
+            .open_namespace()
+            .unwrap();
+        assert_eq!(
+            store.snapshot("ns").unwrap().namespace.unwrap().version,
+            version
+        );
+    }
+
     #[test]
     fn leases_are_granted_in_the_client_s_namespace() {
         let store: SharedStore = MemoryStore::new(ManualClock::shared(1_000) as SharedClock);
