@@ -4,27 +4,10 @@
 // closed on the process's 'exit' event.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { join } from 'node:path'
-import { tempDir, packageDir } from './helpers.mjs'
+import { tempDir, packageDir, runNode } from './helpers.mjs'
 
 const fixture = (name) => join(packageDir, '__test__', 'fixtures', name)
-
-function runNode(args, limitMs) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: process.env })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d) => (stdout += d))
-    child.stderr.on('data', (d) => (stderr += d))
-    const killer = setTimeout(() => child.kill('SIGKILL'), limitMs)
-    child.on('error', reject)
-    child.on('exit', (code, signal) => {
-      clearTimeout(killer)
-      resolve({ code, signal, stdout, stderr })
-    })
-  })
-}
 
 test('cluster: 4 workers issue distinct ids and release their slots at process.exit()', { timeout: 180_000 }, async () => {
   const db = join(tempDir(), 'slots.db')

@@ -3,29 +3,11 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { Worker } from 'node:worker_threads'
-import { spawn } from 'node:child_process'
 import { join } from 'node:path'
-import { cosid, tempDir, sqliteConfig, expectError, packageDir } from './helpers.mjs'
+import { cosid, tempDir, sqliteConfig, expectError, packageDir, runNode } from './helpers.mjs'
 
 const { Runtime } = cosid
 const fixture = (name) => join(packageDir, '__test__', 'fixtures', name)
-
-/** Runs `node args...`; resolves with { code, signal, stdout }; kills it after `limitMs`. */
-function runNode(args, limitMs = 60_000) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: process.env })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d) => (stdout += d))
-    child.stderr.on('data', (d) => (stderr += d))
-    const killer = setTimeout(() => child.kill('SIGKILL'), limitMs)
-    child.on('error', reject)
-    child.on('exit', (code, signal) => {
-      clearTimeout(killer)
-      resolve({ code, signal, stdout, stderr })
-    })
-  })
-}
 
 test('4 worker threads, each with its own Runtime on one SQLite store, issue no duplicate', { timeout: 180_000 }, async () => {
   const db = join(tempDir(), 'slots.db')

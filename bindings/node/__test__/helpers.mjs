@@ -1,5 +1,6 @@
 // Shared by the test files: the addon under test, temporary directories, configurations.
 import { createRequire } from 'node:module'
+import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, dirname } from 'node:path'
@@ -60,3 +61,20 @@ export async function expectError(fnOrPromise, type, code, messagePart) {
 
 /** A decimal string of every id, for sets of ids across processes. */
 export const ids = (arr) => Array.from(arr, (x) => x.toString())
+
+/** Runs `node args...`; resolves with { code, signal, stdout, stderr }; kills it after `limitMs`. */
+export function runNode(args, limitMs = 60_000) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: process.env })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    child.stderr.on('data', (d) => (stderr += d))
+    const killer = setTimeout(() => child.kill('SIGKILL'), limitMs)
+    child.on('error', reject)
+    child.on('exit', (code, signal) => {
+      clearTimeout(killer)
+      resolve({ code, signal, stdout, stderr })
+    })
+  })
+}
