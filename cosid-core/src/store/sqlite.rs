@@ -305,6 +305,22 @@ impl SqliteStore {
     }
 
     /// Within a `BEGIN IMMEDIATE` transaction: the next value of the file-wide version counter.
+    /// The version of the row `sql` selects, or `None` when there is none: what a
+    /// compare-and-set compares with its expected version.
+    fn version_of(
+        &self,
+        tx: &Transaction<'_>,
+        sql: &str,
+        params: impl rusqlite::Params,
+        doing: &str,
+    ) -> Result<Option<u64>> {
+        let v: Option<i64> = tx
+            .query_row(sql, params, |r| r.get(0))
+            .optional()
+            .map_err(|e| self.fail(doing, e))?;
+        Ok(v.map(|v| v as u64))
+    }
+
     fn next_version(&self, tx: &Transaction<'_>, doing: &str) -> Result<i64> {
         tx.query_row(NEXT_VERSION, [], |r| r.get(0))
             .map_err(|e| self.fail(doing, e))
@@ -652,15 +668,13 @@ impl SlotStore for SqliteStore {
                 let tx = conn
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(|e| self.fail(&doing, e))?;
-                let current: Option<i64> = tx
-                    .query_row(
-                        "SELECT version FROM cosid_namespace WHERE namespace = ?1",
-                        [namespace],
-                        |r| r.get(0),
-                    )
-                    .optional()
-                    .map_err(|e| self.fail(&doing, e))?;
-                if current.map(|v| v as u64) != expected {
+                let current = self.version_of(
+                    &tx,
+                    "SELECT version FROM cosid_namespace WHERE namespace = ?1",
+                    params![namespace],
+                    &doing,
+                )?;
+                if current != expected {
                     // Dropping the transaction rolls it back: nothing is written.
                     return Ok(None);
                 }
@@ -725,15 +739,13 @@ impl SlotStore for SqliteStore {
                 let tx = conn
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(|e| self.fail(&doing, e))?;
-                let current: Option<i64> = tx
-                    .query_row(
-                        "SELECT version FROM cosid_slot WHERE namespace = ?1 AND slot = ?2",
-                        params![namespace, record.slot],
-                        |r| r.get(0),
-                    )
-                    .optional()
-                    .map_err(|e| self.fail(&doing, e))?;
-                if current.map(|v| v as u64) != expected {
+                let current = self.version_of(
+                    &tx,
+                    "SELECT version FROM cosid_slot WHERE namespace = ?1 AND slot = ?2",
+                    params![namespace, record.slot],
+                    &doing,
+                )?;
+                if current != expected {
                     return Ok(None);
                 }
                 let version = self.next_version(&tx, &doing)?;
