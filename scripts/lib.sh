@@ -15,7 +15,7 @@ need_apt() {
       apt-get update -qq >/dev/null || die "apt-get update failed; cannot install $pkg"
       export COSID_APT_UPDATED=1
     fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" >/dev/null \
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq "$pkg" >/dev/null \
       || die "apt-get install $pkg failed; install it by hand (it provides $cmd)"
   fi
   command -v "$cmd" >/dev/null 2>&1 \
