@@ -1,23 +1,33 @@
 'use strict'
-// Loads the native addon built for this platform (by `npm install` from source, or shipped
-// prebuilt in the package) and re-exports it. Types: index.d.ts.
+// Loads the native addon for this platform and re-exports it. Types: index.d.ts.
+// A development build in this folder (cosid.<platform>.node, from `npm run build`) comes first;
+// otherwise the prebuilt package cosid-<platform>, which npm installs as an optional dependency.
+const { existsSync } = require('node:fs')
 const { join } = require('node:path')
-const { binaryName } = require('./platform.js')
+const { PREBUILT, platformTriple, binaryName, packageName } = require('./platform.js')
 
-const file = join(__dirname, binaryName())
-let native
-try {
-  native = require(file)
-} catch (e) {
-  if (e && e.code === 'MODULE_NOT_FOUND' && String(e.message).includes(file)) {
-    throw new Error(
-      `cosid: the native addon ${file} is missing: this package has no build for this platform. ` +
-        'Reinstall it where a Rust toolchain (cargo) is on PATH so its install script builds the ' +
-        'addon, or build it in the package folder with `node install.js`.',
-    )
+function load() {
+  const local = join(__dirname, binaryName())
+  if (existsSync(local)) return require(local)
+  const pkg = packageName()
+  try {
+    return require(pkg)
+  } catch (e) {
+    if (!(e && e.code === 'MODULE_NOT_FOUND' && String(e.message).includes(`'${pkg}'`))) throw e
   }
-  throw e
+  const platform = platformTriple()
+  const why = PREBUILT.includes(platform)
+    ? `its package ${pkg}, which npm installs with cosid as an optional dependency, is missing. ` +
+      'Reinstall cosid on this machine, without --omit=optional (node_modules copied from another ' +
+      "platform holds that platform's package)"
+    : `there is no prebuilt package ${pkg} (prebuilt: ${PREBUILT.join(', ')})`
+  throw new Error(
+    `cosid: no native addon for this platform (${platform}): ${why}. Or build it from source: in ` +
+      'bindings/node of a clone of the cosid repository, npm ci && npm run build (needs Rust), then ' +
+      'install that folder.',
+  )
 }
+const native = load()
 
 // Runtimes still open when this thread's process (or worker thread) exits are closed there,
 // synchronously, releasing their slots: on a normal end, process.exit(), or a signal whose

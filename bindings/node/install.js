@@ -1,8 +1,10 @@
 'use strict'
-// `npm install` step: nothing to do when the package ships the addon prebuilt for this platform
-// (a packed tarball does); otherwise build it from source with cargo. Building needs the cosid
-// repository around this folder (the crate path-depends on cosid-core) and a Rust toolchain.
-// `node install.js --force` rebuilds even when an addon is there.
+// Development build helper, run by hand in a clone of the cosid repository (it is no npm
+// `install` script: the published package installs with no script and no compiler, its addon
+// coming from the per-platform package cosid-<platform>). Builds this platform's addon into this
+// folder as cosid.<platform>.node, which index.js loads before any per-platform package; does
+// nothing when that file exists, unless `node install.js --force`. Needs the repository around
+// this folder (the crate path-depends on cosid-core) and a Rust toolchain.
 const { existsSync, copyFileSync, renameSync } = require('node:fs')
 const { join, dirname } = require('node:path')
 const { spawnSync } = require('node:child_process')
@@ -22,9 +24,8 @@ const manifest = join(__dirname, 'Cargo.toml')
 const workspace = join(__dirname, '..', '..', 'Cargo.toml')
 if (!existsSync(manifest) || !existsSync(workspace) || !existsSync(join(__dirname, '..', '..', 'cosid-core'))) {
   fail(
-    `no prebuilt addon for this platform (${binaryName()}) in this package, and no cosid source tree ` +
-      'to build one from. Install a package packed on this platform, or install from a clone of the ' +
-      'cosid repository (bindings/node) with Rust installed.',
+    `no cosid source tree around ${__dirname} to build ${binaryName()} from; run this in ` +
+      'bindings/node of a clone of the cosid repository, with Rust installed',
   )
 }
 

@@ -1,6 +1,12 @@
 'use strict'
-// The platform part of the native addon's file name, as `napi build --platform` writes it:
-// cosid.<platform>-<arch>[-<abi>].node, e.g. cosid.linux-x64-gnu.node.
+// Where the native addon for this platform lives. Its platform part is the one
+// `napi build --platform` writes, <platform>-<arch>[-<abi>], e.g. linux-x64-gnu:
+//   - a development build in this folder: cosid.linux-x64-gnu.node (`npm run build`);
+//   - a published install: the package cosid-linux-x64-gnu, one of the main package's
+//     optionalDependencies (npm installs only the one whose os/cpu/libc fields match).
+
+// The platforms with a prebuilt package (the folders of npm/).
+const PREBUILT = ['linux-x64-gnu', 'linux-x64-musl', 'linux-arm64-gnu', 'linux-arm64-musl']
 
 function isMusl() {
   if (process.platform !== 'linux') return false
@@ -20,4 +26,9 @@ function platformTriple() {
   return `${platform}-${arch}`
 }
 
-module.exports = { platformTriple, binaryName: () => `cosid.${platformTriple()}.node` }
+module.exports = {
+  PREBUILT,
+  platformTriple,
+  binaryName: () => `cosid.${platformTriple()}.node`,
+  packageName: () => `cosid-${platformTriple()}`,
+}
