@@ -58,22 +58,46 @@ impl ErrorKind {
         ErrorKind::StateFile,
     ];
 
+    /// The kind's names on every surface, `(snake_case name, C status name)`: the one table the
+    /// bindings map from (the C status names, Python's `status` and `kind`, Node's `code`).
+    /// Stable across releases; a kind added to the core gets its row here, and every surface
+    /// names it from this row.
+    pub const fn names(self) -> (&'static str, &'static str) {
+        match self {
+            ErrorKind::Config => ("config", "COSID_ERR_CONFIG"),
+            ErrorKind::Store => ("store", "COSID_ERR_STORE"),
+            ErrorKind::WindowClosed => ("window_closed", "COSID_ERR_WINDOW_CLOSED"),
+            ErrorKind::SlotLost => ("slot_lost", "COSID_ERR_SLOT_LOST"),
+            ErrorKind::ClockBehind => ("clock_behind", "COSID_ERR_CLOCK_BEHIND"),
+            ErrorKind::Timeout => ("timeout", "COSID_ERR_TIMEOUT"),
+            ErrorKind::Closed => ("closed", "COSID_ERR_CLOSED"),
+            ErrorKind::Forked => ("forked", "COSID_ERR_FORKED"),
+            ErrorKind::InvalidArgument => ("invalid_argument", "COSID_ERR_INVALID_ARGUMENT"),
+            ErrorKind::Exhausted => ("exhausted", "COSID_ERR_EXHAUSTED"),
+            ErrorKind::NamespaceMismatch => ("namespace_mismatch", "COSID_ERR_NAMESPACE_MISMATCH"),
+            ErrorKind::StateFile => ("state_file", "COSID_ERR_STATE_FILE"),
+        }
+    }
+
     /// A short snake_case name, stable across releases (used in logs and by the bindings).
     pub const fn name(self) -> &'static str {
-        match self {
-            ErrorKind::Config => "config",
-            ErrorKind::Store => "store",
-            ErrorKind::WindowClosed => "window_closed",
-            ErrorKind::SlotLost => "slot_lost",
-            ErrorKind::ClockBehind => "clock_behind",
-            ErrorKind::Timeout => "timeout",
-            ErrorKind::Closed => "closed",
-            ErrorKind::Forked => "forked",
-            ErrorKind::InvalidArgument => "invalid_argument",
-            ErrorKind::Exhausted => "exhausted",
-            ErrorKind::NamespaceMismatch => "namespace_mismatch",
-            ErrorKind::StateFile => "state_file",
-        }
+        self.names().0
+    }
+
+    /// The C API status name of the kind (`"COSID_ERR_SLOT_LOST"`): the C enumerator, Python's
+    /// `status` attribute and Node's `code`.
+    pub const fn status_name(self) -> &'static str {
+        self.names().1
+    }
+
+    /// The kind whose C status value (its discriminant) is `code`.
+    pub fn from_code(code: u32) -> Option<ErrorKind> {
+        ErrorKind::ALL.iter().copied().find(|k| *k as u32 == code)
+    }
+
+    /// The kind whose snake_case name is `name`.
+    pub fn from_name(name: &str) -> Option<ErrorKind> {
+        ErrorKind::ALL.iter().copied().find(|k| k.name() == name)
     }
 }
 
@@ -189,6 +213,13 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), ErrorKind::ALL.len());
+        for kind in ErrorKind::ALL {
+            let status = format!("COSID_ERR_{}", kind.name().to_ascii_uppercase());
+            assert_eq!(kind.status_name(), status, "{kind:?}");
+            assert_eq!(ErrorKind::from_code(kind as u32), Some(kind));
+            assert_eq!(ErrorKind::from_name(kind.name()), Some(kind));
+        }
+        assert_eq!(ErrorKind::from_code(0), None);
     }
 
     #[test]
