@@ -163,7 +163,9 @@ typedef uint32_t cosid_status;
 #endif // __cplusplus
 
 /**
- * What happened. Values are explicit and never reused.
+ * What happened. Values are explicit and never reused: a kind's value is its place in the
+ * core's vocabulary (`cosid_core::lease::events::EVENT_KINDS`) plus one, its name
+ * (`cosid_event_kind_name`) the core's kind name.
  */
 enum cosid_event_kind
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -181,12 +183,12 @@ enum cosid_event_kind
    */
   COSID_EVENT_SLOT_ACQUIRED = 1,
   /**
-   * The lease on `slot` was lost (taken over after expiry, or the store lost it); `detail`
+   * The lease on `slot` was lost (taken over after expiry, or the store lost it); `reason`
    * says why. Ids fail with `COSID_ERR_SLOT_LOST` until a new slot is acquired.
    */
   COSID_EVENT_SLOT_LOST = 2,
   /**
-   * Another live process runs with the same owner key (`detail`) and holds `slot`; this
+   * Another live process runs with the same owner key (`key`) and holds `slot`; this
    * runtime took another slot. Fix the deployment's owner keys.
    */
   COSID_EVENT_DUPLICATE_OWNER_KEY = 3,
@@ -196,7 +198,7 @@ enum cosid_event_kind
    */
   COSID_EVENT_CLOCK_SKEW = 4,
   /**
-   * Renewing `slot` failed (`attempt` consecutive failures; `detail` is the store's error).
+   * Renewing `slot` failed (`attempt` consecutive failures; `error` is the store's error).
    * Retried with back-off; ids keep being issued up to the window's ceiling meanwhile.
    */
   COSID_EVENT_RENEWAL_FAILED = 5,
@@ -206,11 +208,11 @@ enum cosid_event_kind
    */
   COSID_EVENT_STORE_RESET = 6,
   /**
-   * Acquiring a slot failed (`detail` is the error); retried with back-off.
+   * Acquiring a slot failed (`error` says why); retried with back-off.
    */
   COSID_EVENT_ACQUIRE_FAILED = 7,
   /**
-   * `slot` was released on shutdown; its next holder starts above `floor_ms`.
+   * `slot` was released on shutdown; its next holder starts above `next_floor_ms`.
    */
   COSID_EVENT_SLOT_RELEASED = 8,
 };
@@ -353,8 +355,9 @@ typedef struct cosid_layout {
 
 /**
  * One event, passed by pointer to the callback. The pointer and the strings in it are valid
- * only during the callback: copy what you keep. Fields that do not apply to the `kind` are 0
- * (strings: `""`, never NULL).
+ * only during the callback: copy what you keep. The fields are the core's event vocabulary
+ * (docs/c-api.md, "Events"), the same names as in Python and Node; those that do not belong to
+ * the `kind` are 0 (strings: `""`, never NULL).
  */
 typedef struct cosid_event {
   /**
@@ -366,31 +369,41 @@ typedef struct cosid_event {
    */
   uint32_t slot;
   /**
-   * `RENEWAL_FAILED`: consecutive failures so far.
-   */
-  uint32_t attempt;
-  /**
-   * `SLOT_ACQUIRED`: the fence of the new ownership.
+   * `SLOT_ACQUIRED`: the fence of the new ownership (grows with every new owner of the slot).
    */
   uint64_t fence;
   /**
-   * `SLOT_ACQUIRED`: the window's floor (excluded), ms since the Unix epoch.
-   * `SLOT_RELEASED`: the floor the slot's next holder gets.
+   * `SLOT_ACQUIRED`: the window's lower bound (excluded), ms since the Unix epoch.
    */
   int64_t floor_ms;
   /**
-   * `SLOT_ACQUIRED`: the window's ceiling (included), ms since the Unix epoch.
+   * `SLOT_ACQUIRED`: the window's upper bound (included), ms since the Unix epoch.
    */
   int64_t ceiling_ms;
   /**
-   * `CLOCK_SKEW`: this host's clock minus the store's, ms.
+   * `SLOT_RELEASED`: the floor the slot's next holder gets, ms since the Unix epoch.
+   */
+  int64_t next_floor_ms;
+  /**
+   * `CLOCK_SKEW`: this host's clock minus the store's, ms (positive: this host is ahead).
    */
   int64_t skew_ms;
   /**
-   * `SLOT_LOST`: why; `RENEWAL_FAILED`, `ACQUIRE_FAILED`: the error;
-   * `DUPLICATE_OWNER_KEY`: the owner key. NUL-terminated UTF-8.
+   * `RENEWAL_FAILED`: consecutive failures so far (1 the first time).
    */
-  const char *detail;
+  uint32_t attempt;
+  /**
+   * `SLOT_LOST`: why the lease was lost. NUL-terminated UTF-8.
+   */
+  const char *reason;
+  /**
+   * `RENEWAL_FAILED`, `ACQUIRE_FAILED`: the error. NUL-terminated UTF-8.
+   */
+  const char *error;
+  /**
+   * `DUPLICATE_OWNER_KEY`: the owner key that two live runtimes hold. NUL-terminated UTF-8.
+   */
+  const char *key;
   /**
    * The whole event as one English line, e.g. `"slot 3 lost: now held by …"`.
    */
@@ -684,7 +697,8 @@ cosid_status cosid_runtime_set_event_callback(struct cosid_runtime *rt,
 
 /**
  * The event kind's stable snake_case name (`"slot_acquired"`, `"slot_lost"`, …, `"other"`),
- * `"unknown"` for a value that is no kind. A static string; never NULL.
+ * `"unknown"` for a value that is no kind. The names are the core's, the same as Python's
+ * `Event.kind` and Node's `event.kind`. A static string; never NULL.
  *
  * `kind` is a `cosid_event_kind` value (declared as `uint32_t` so any value is safe).
  *

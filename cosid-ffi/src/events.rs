@@ -11,7 +11,9 @@ use std::os::raw::c_char;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-/// What happened. Values are explicit and never reused.
+/// What happened. Values are explicit and never reused: a kind's value is its place in the
+/// core's vocabulary (`cosid_core::lease::events::EVENT_KINDS`) plus one, its name
+/// (`cosid_event_kind_name`) the core's kind name.
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum cosid_event_kind {
@@ -21,30 +23,43 @@ pub enum cosid_event_kind {
     /// A slot was acquired and bound: ids are issued in `(floor_ms, ceiling_ms]` on `slot`
     /// (`fence` is the ownership's fence). Also after a lost lease was replaced.
     COSID_EVENT_SLOT_ACQUIRED = 1,
-    /// The lease on `slot` was lost (taken over after expiry, or the store lost it); `detail`
+    /// The lease on `slot` was lost (taken over after expiry, or the store lost it); `reason`
     /// says why. Ids fail with `COSID_ERR_SLOT_LOST` until a new slot is acquired.
     COSID_EVENT_SLOT_LOST = 2,
-    /// Another live process runs with the same owner key (`detail`) and holds `slot`; this
+    /// Another live process runs with the same owner key (`key`) and holds `slot`; this
     /// runtime took another slot. Fix the deployment's owner keys.
     COSID_EVENT_DUPLICATE_OWNER_KEY = 3,
     /// The store's clock and this host's differ by `skew_ms` (positive: this host is ahead),
     /// more than half the namespace's tolerance.
     COSID_EVENT_CLOCK_SKEW = 4,
-    /// Renewing `slot` failed (`attempt` consecutive failures; `detail` is the store's error).
+    /// Renewing `slot` failed (`attempt` consecutive failures; `error` is the store's error).
     /// Retried with back-off; ids keep being issued up to the window's ceiling meanwhile.
     COSID_EVENT_RENEWAL_FAILED = 5,
     /// The store has no record of `slot` any more (it restarted empty). Later windows start above
     /// every ceiling granted before, so no id repeats.
     COSID_EVENT_STORE_RESET = 6,
-    /// Acquiring a slot failed (`detail` is the error); retried with back-off.
+    /// Acquiring a slot failed (`error` says why); retried with back-off.
     COSID_EVENT_ACQUIRE_FAILED = 7,
-    /// `slot` was released on shutdown; its next holder starts above `floor_ms`.
+    /// `slot` was released on shutdown; its next holder starts above `next_floor_ms`.
     COSID_EVENT_SLOT_RELEASED = 8,
 }
 
+/// The kinds in the order of the core's `EVENT_KINDS` (value = index + 1).
+const KINDS: [cosid_event_kind; 8] = [
+    cosid_event_kind::COSID_EVENT_SLOT_ACQUIRED,
+    cosid_event_kind::COSID_EVENT_SLOT_LOST,
+    cosid_event_kind::COSID_EVENT_DUPLICATE_OWNER_KEY,
+    cosid_event_kind::COSID_EVENT_CLOCK_SKEW,
+    cosid_event_kind::COSID_EVENT_RENEWAL_FAILED,
+    cosid_event_kind::COSID_EVENT_STORE_RESET,
+    cosid_event_kind::COSID_EVENT_ACQUIRE_FAILED,
+    cosid_event_kind::COSID_EVENT_SLOT_RELEASED,
+];
+
 /// One event, passed by pointer to the callback. The pointer and the strings in it are valid
-/// only during the callback: copy what you keep. Fields that do not apply to the `kind` are 0
-/// (strings: `""`, never NULL).
+/// only during the callback: copy what you keep. The fields are the core's event vocabulary
+/// (docs/c-api.md, "Events"), the same names as in Python and Node; those that do not belong to
+/// the `kind` are 0 (strings: `""`, never NULL).
 #[repr(C)]
 #[derive(Debug)]
 pub struct cosid_event {
@@ -52,20 +67,24 @@ pub struct cosid_event {
     pub kind: cosid_event_kind,
     /// The slot concerned (every kind but `CLOCK_SKEW` and `ACQUIRE_FAILED`).
     pub slot: u32,
-    /// `RENEWAL_FAILED`: consecutive failures so far.
-    pub attempt: u32,
-    /// `SLOT_ACQUIRED`: the fence of the new ownership.
+    /// `SLOT_ACQUIRED`: the fence of the new ownership (grows with every new owner of the slot).
     pub fence: u64,
-    /// `SLOT_ACQUIRED`: the window's floor (excluded), ms since the Unix epoch.
-    /// `SLOT_RELEASED`: the floor the slot's next holder gets.
+    /// `SLOT_ACQUIRED`: the window's lower bound (excluded), ms since the Unix epoch.
     pub floor_ms: i64,
-    /// `SLOT_ACQUIRED`: the window's ceiling (included), ms since the Unix epoch.
+    /// `SLOT_ACQUIRED`: the window's upper bound (included), ms since the Unix epoch.
     pub ceiling_ms: i64,
-    /// `CLOCK_SKEW`: this host's clock minus the store's, ms.
+    /// `SLOT_RELEASED`: the floor the slot's next holder gets, ms since the Unix epoch.
+    pub next_floor_ms: i64,
+    /// `CLOCK_SKEW`: this host's clock minus the store's, ms (positive: this host is ahead).
     pub skew_ms: i64,
-    /// `SLOT_LOST`: why; `RENEWAL_FAILED`, `ACQUIRE_FAILED`: the error;
-    /// `DUPLICATE_OWNER_KEY`: the owner key. NUL-terminated UTF-8.
-    pub detail: *const c_char,
+    /// `RENEWAL_FAILED`: consecutive failures so far (1 the first time).
+    pub attempt: u32,
+    /// `SLOT_LOST`: why the lease was lost. NUL-terminated UTF-8.
+    pub reason: *const c_char,
+    /// `RENEWAL_FAILED`, `ACQUIRE_FAILED`: the error. NUL-terminated UTF-8.
+    pub error: *const c_char,
+    /// `DUPLICATE_OWNER_KEY`: the owner key that two live runtimes hold. NUL-terminated UTF-8.
+    pub key: *const c_char,
     /// The whole event as one English line, e.g. `"slot 3 lost: now held by …"`.
     pub message: *const c_char,
 }
@@ -162,70 +181,57 @@ fn c_string(s: &str) -> CString {
 }
 
 /// The C view of `event`, with the strings it points into (keep them alive while it is used).
-fn convert(event: &Event) -> (cosid_event, [CString; 2]) {
+/// Filled from the core's `Event::fields`, so its names are the vocabulary's.
+fn convert(event: &Event) -> (cosid_event, [CString; 4]) {
+    use cosid_core::lease::events::{FieldValue, EVENT_KINDS};
     let mut e = cosid_event {
         kind: cosid_event_kind::COSID_EVENT_OTHER,
         slot: 0,
-        attempt: 0,
         fence: 0,
         floor_ms: 0,
         ceiling_ms: 0,
+        next_floor_ms: 0,
         skew_ms: 0,
-        detail: std::ptr::null(),
+        attempt: 0,
+        reason: std::ptr::null(),
+        error: std::ptr::null(),
+        key: std::ptr::null(),
         message: std::ptr::null(),
     };
-    let mut detail = "";
-    match event {
-        Event::SlotAcquired {
-            slot,
-            fence,
-            floor,
-            ceiling,
-        } => {
-            e.kind = cosid_event_kind::COSID_EVENT_SLOT_ACQUIRED;
-            (e.slot, e.fence, e.floor_ms, e.ceiling_ms) = (*slot, *fence, *floor, *ceiling);
-        }
-        Event::SlotLost { slot, reason } => {
-            e.kind = cosid_event_kind::COSID_EVENT_SLOT_LOST;
-            e.slot = *slot;
-            detail = reason;
-        }
-        Event::DuplicateOwnerKey { slot, key } => {
-            e.kind = cosid_event_kind::COSID_EVENT_DUPLICATE_OWNER_KEY;
-            e.slot = *slot;
-            detail = key;
-        }
-        Event::ClockSkew { skew_ms } => {
-            e.kind = cosid_event_kind::COSID_EVENT_CLOCK_SKEW;
-            e.skew_ms = *skew_ms;
-        }
-        Event::RenewalFailed {
-            slot,
-            attempt,
-            error,
-        } => {
-            e.kind = cosid_event_kind::COSID_EVENT_RENEWAL_FAILED;
-            (e.slot, e.attempt) = (*slot, *attempt);
-            detail = error;
-        }
-        Event::StoreReset { slot } => {
-            e.kind = cosid_event_kind::COSID_EVENT_STORE_RESET;
-            e.slot = *slot;
-        }
-        Event::AcquireFailed { error } => {
-            e.kind = cosid_event_kind::COSID_EVENT_ACQUIRE_FAILED;
-            detail = error;
-        }
-        Event::SlotReleased { slot, next_floor } => {
-            e.kind = cosid_event_kind::COSID_EVENT_SLOT_RELEASED;
-            (e.slot, e.floor_ms) = (*slot, *next_floor);
-        }
-        // A kind added to the core later reaches C as OTHER with its message.
-        _ => {}
+    // A kind added to the core later reaches C as OTHER with its message (a test fails first).
+    if let Some(i) = EVENT_KINDS.iter().position(|k| k.name == event.kind_name()) {
+        e.kind = KINDS
+            .get(i)
+            .copied()
+            .unwrap_or(cosid_event_kind::COSID_EVENT_OTHER);
     }
-    let strings = [c_string(detail), c_string(&event.to_string())];
-    e.detail = strings[0].as_ptr();
-    e.message = strings[1].as_ptr();
+    let (mut reason, mut error, mut key) = ("", "", "");
+    for (name, value) in event.fields() {
+        match (name, value) {
+            ("slot", FieldValue::U32(v)) => e.slot = v,
+            ("fence", FieldValue::U64(v)) => e.fence = v,
+            ("floor_ms", FieldValue::I64(v)) => e.floor_ms = v,
+            ("ceiling_ms", FieldValue::I64(v)) => e.ceiling_ms = v,
+            ("next_floor_ms", FieldValue::I64(v)) => e.next_floor_ms = v,
+            ("skew_ms", FieldValue::I64(v)) => e.skew_ms = v,
+            ("attempt", FieldValue::U32(v)) => e.attempt = v,
+            ("reason", FieldValue::Text(v)) => reason = v,
+            ("error", FieldValue::Text(v)) => error = v,
+            ("key", FieldValue::Text(v)) => key = v,
+            // A field added to the core later: `message` still has it (a test fails first).
+            _ => {}
+        }
+    }
+    let strings = [
+        c_string(reason),
+        c_string(error),
+        c_string(key),
+        c_string(&event.to_string()),
+    ];
+    e.reason = strings[0].as_ptr();
+    e.error = strings[1].as_ptr();
+    e.key = strings[2].as_ptr();
+    e.message = strings[3].as_ptr();
     (e, strings)
 }
 
@@ -271,26 +277,30 @@ pub extern "C" fn cosid_runtime_set_event_callback(
 }
 
 /// The event kind's stable snake_case name (`"slot_acquired"`, `"slot_lost"`, …, `"other"`),
-/// `"unknown"` for a value that is no kind. A static string; never NULL.
+/// `"unknown"` for a value that is no kind. The names are the core's, the same as Python's
+/// `Event.kind` and Node's `event.kind`. A static string; never NULL.
 ///
 /// `kind` is a `cosid_event_kind` value (declared as `uint32_t` so any value is safe).
 ///
 /// Thread-safe.
 #[no_mangle]
 pub extern "C" fn cosid_event_kind_name(kind: u32) -> *const c_char {
-    let name: &'static str = match kind {
-        0 => "other\0",
-        1 => "slot_acquired\0",
-        2 => "slot_lost\0",
-        3 => "duplicate_owner_key\0",
-        4 => "clock_skew\0",
-        5 => "renewal_failed\0",
-        6 => "store_reset\0",
-        7 => "acquire_failed\0",
-        8 => "slot_released\0",
-        _ => "unknown\0",
-    };
-    name.as_ptr().cast()
+    static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        use cosid_core::lease::events::EVENT_KINDS;
+        let mut names = vec![c_string("other")];
+        names.extend(
+            EVENT_KINDS
+                .iter()
+                .take(KINDS.len())
+                .map(|k| c_string(k.name)),
+        );
+        names
+    });
+    match names.get(kind as usize) {
+        Some(name) => name.as_ptr(),
+        None => c"unknown".as_ptr(),
+    }
 }
 
 #[cfg(test)]
@@ -301,7 +311,7 @@ mod tests {
     use crate::status::last_error;
     use std::ffi::CStr;
 
-    /// kind, slot, floor_ms, detail, message
+    /// kind, slot, next_floor_ms, reason + error + key, message
     type Record = (cosid_event_kind, u32, i64, String, String);
 
     #[derive(Default)]
@@ -309,20 +319,29 @@ mod tests {
         events: Mutex<Vec<Record>>,
     }
 
+    /// A string of an event (valid during the callback) as an owned `String`.
+    ///
+    /// # Safety
+    /// `s` is a valid NUL-terminated string.
+    unsafe fn text(s: *const c_char) -> String {
+        // SAFETY: as promised by the caller.
+        unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned()
+    }
+
     unsafe extern "C" fn record(event: *const cosid_event, user_data: *mut c_void) {
         // SAFETY: the library passes a valid event and our `Seen`.
         let (e, seen) = unsafe { (&*event, &*(user_data as *const Seen)) };
         // SAFETY: the strings are valid NUL-terminated during the call.
-        let (detail, message) = unsafe {
+        let (texts, message) = unsafe {
             (
-                CStr::from_ptr(e.detail).to_string_lossy().into_owned(),
-                CStr::from_ptr(e.message).to_string_lossy().into_owned(),
+                text(e.reason) + &text(e.error) + &text(e.key),
+                text(e.message),
             )
         };
         seen.events
             .lock()
             .unwrap()
-            .push((e.kind, e.slot, e.floor_ms, detail, message));
+            .push((e.kind, e.slot, e.next_floor_ms, texts, message));
     }
 
     #[test]
@@ -418,52 +437,95 @@ mod tests {
         assert!(snap.slots.slots.iter().all(|r| r.value.owner.is_none()));
     }
 
+    /// Every member of `cosid_event` with its value as text ("" for 0 and for an empty
+    /// string), by the member's name.
+    fn members(e: &cosid_event) -> Vec<(&'static str, String)> {
+        let n = |v: i128| if v == 0 { String::new() } else { v.to_string() };
+        // SAFETY: `convert` points every string at a live NUL-terminated string.
+        let t = |s: *const c_char| unsafe { text(s) };
+        vec![
+            ("kind", n(e.kind as i128)),
+            ("slot", n(e.slot.into())),
+            ("fence", n(e.fence.into())),
+            ("floor_ms", n(e.floor_ms.into())),
+            ("ceiling_ms", n(e.ceiling_ms.into())),
+            ("next_floor_ms", n(e.next_floor_ms.into())),
+            ("skew_ms", n(e.skew_ms.into())),
+            ("attempt", n(e.attempt.into())),
+            ("reason", t(e.reason)),
+            ("error", t(e.error)),
+            ("key", t(e.key)),
+            ("message", t(e.message)),
+        ]
+    }
+
     #[test]
-    fn kind_names_are_the_cores() {
+    fn the_c_event_carries_exactly_the_core_vocabulary() {
+        use cosid_core::lease::events::{FieldValue, EVENT_FIELDS, EVENT_KINDS};
         let name = |k: u32| {
             // SAFETY: a static NUL-terminated string.
             unsafe { CStr::from_ptr(cosid_event_kind_name(k)) }
                 .to_str()
                 .unwrap()
         };
-        let core = [
-            Event::SlotAcquired {
-                slot: 1,
-                fence: 2,
-                floor: 3,
-                ceiling: 4,
-            },
-            Event::SlotLost {
-                slot: 1,
-                reason: "r".into(),
-            },
-            Event::DuplicateOwnerKey {
-                slot: 1,
-                key: "k".into(),
-            },
-            Event::ClockSkew { skew_ms: 5 },
-            Event::RenewalFailed {
-                slot: 1,
-                attempt: 2,
-                error: "e".into(),
-            },
-            Event::StoreReset { slot: 1 },
-            Event::AcquireFailed { error: "e".into() },
-            Event::SlotReleased {
-                slot: 1,
-                next_floor: 9,
-            },
-        ];
-        for e in &core {
-            let (c, strings) = convert(e);
-            assert_ne!(c.kind, cosid_event_kind::COSID_EVENT_OTHER, "{e:?}");
-            assert_eq!(name(c.kind as u32), e.name());
+        // The struct's members are `kind`, the vocabulary's fields in its order, `message`.
+        let mut vocabulary = vec!["kind"];
+        vocabulary.extend(EVENT_FIELDS.iter().map(|f| f.name));
+        vocabulary.push("message");
+        let sample = convert(&Event::samples()[0]);
+        let names: Vec<_> = members(&sample.0).iter().map(|m| m.0).collect();
+        assert_eq!(names, vocabulary);
+        // ... in the header too (cbindgen writes one member per line: `type name;`).
+        let header = include_str!("../../include/cosid.h");
+        let body = header
+            .split("typedef struct cosid_event {")
+            .nth(1)
+            .and_then(|b| b.split('}').next())
+            .expect("include/cosid.h defines struct cosid_event");
+        let in_header: Vec<_> = body
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.ends_with(';'))
+            .filter_map(|l| l.trim_end_matches(';').rsplit([' ', '*']).next())
+            .collect();
+        assert_eq!(in_header, vocabulary, "include/cosid.h is stale");
+
+        assert_eq!(KINDS.len(), EVENT_KINDS.len(), "a core kind has no C value");
+        for (i, event) in Event::samples().iter().enumerate() {
+            let (c, strings) = convert(event);
+            assert_eq!(c.kind, KINDS[i]);
+            assert_eq!(c.kind as usize, i + 1);
+            assert_eq!(name(c.kind as u32), event.kind_name());
+            // Exactly the kind's fields are set, each to the core's value.
+            let set: Vec<_> = members(&c)
+                .into_iter()
+                .filter(|(n, v)| !v.is_empty() && *n != "kind" && *n != "message")
+                .collect();
+            let want: Vec<_> = event
+                .fields()
+                .into_iter()
+                .map(|(n, v)| {
+                    let v = match v {
+                        FieldValue::U32(v) => v.to_string(),
+                        FieldValue::U64(v) => v.to_string(),
+                        FieldValue::I64(v) => v.to_string(),
+                        FieldValue::Text(t) => t.to_string(),
+                    };
+                    (n, v)
+                })
+                .collect();
+            let mut set_sorted = set.clone();
+            let mut want_sorted = want.clone();
+            set_sorted.sort();
+            want_sorted.sort();
+            assert_eq!(set_sorted, want_sorted, "{event:?}");
             // SAFETY: points into `strings`, alive here.
             let msg = unsafe { CStr::from_ptr(c.message) }.to_str().unwrap();
-            assert_eq!(msg, e.to_string());
+            assert_eq!(msg, event.to_string());
             drop(strings);
         }
         assert_eq!(name(0), "other");
-        assert_eq!(name(99), "unknown");
+        assert_eq!(name(EVENT_KINDS.len() as u32 + 1), "unknown");
+        assert_eq!(name(u32::MAX), "unknown");
     }
 }

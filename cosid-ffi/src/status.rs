@@ -2,7 +2,9 @@
 
 use cosid_core::{Error, ErrorKind};
 use std::cell::RefCell;
+use std::ffi::{CStr, CString};
 use std::os::raw::c_char;
+use std::sync::OnceLock;
 
 /// The result of every fallible function. `COSID_OK` is 0; every other value is an error whose
 /// detail is in `cosid_last_error_message`.
@@ -103,34 +105,54 @@ impl cosid_status {
         }
     }
 
-    /// The status's name as a NUL-terminated static string.
-    fn name_with_nul(value: u32) -> &'static str {
+    /// The status's name as a static C string: a core kind's C status name from the core's
+    /// table (`ErrorKind::status_name`), the C API's own statuses named here.
+    fn c_name(value: u32) -> &'static CStr {
+        static KIND_NAMES: OnceLock<Vec<CString>> = OnceLock::new();
         match value {
-            0 => "COSID_OK\0",
-            1 => "COSID_ERR_CONFIG\0",
-            2 => "COSID_ERR_STORE\0",
-            3 => "COSID_ERR_WINDOW_CLOSED\0",
-            4 => "COSID_ERR_SLOT_LOST\0",
-            5 => "COSID_ERR_CLOCK_BEHIND\0",
-            6 => "COSID_ERR_TIMEOUT\0",
-            7 => "COSID_ERR_CLOSED\0",
-            8 => "COSID_ERR_FORKED\0",
-            9 => "COSID_ERR_INVALID_ARGUMENT\0",
-            10 => "COSID_ERR_EXHAUSTED\0",
-            11 => "COSID_ERR_NAMESPACE_MISMATCH\0",
-            12 => "COSID_ERR_STATE_FILE\0",
-            100 => "COSID_ERR_NULL_ARGUMENT\0",
-            101 => "COSID_ERR_BUFFER_TOO_SMALL\0",
-            102 => "COSID_ERR_PANIC\0",
-            103 => "COSID_ERR_INTERNAL\0",
-            _ => "COSID_UNKNOWN_STATUS\0",
+            0 => c"COSID_OK",
+            100 => c"COSID_ERR_NULL_ARGUMENT",
+            101 => c"COSID_ERR_BUFFER_TOO_SMALL",
+            102 => c"COSID_ERR_PANIC",
+            103 => c"COSID_ERR_INTERNAL",
+            _ => {
+                let names = KIND_NAMES.get_or_init(|| {
+                    // The names of the kinds this build has a code for, by value.
+                    let last = ErrorKind::ALL
+                        .iter()
+                        .map(|k| *k as u32)
+                        .filter(|v| Self::of_kind_code(*v).is_some())
+                        .max()
+                        .unwrap_or(0);
+                    (1..=last)
+                        .map(|v| {
+                            let name = ErrorKind::from_code(v)
+                                .filter(|_| Self::of_kind_code(v).is_some())
+                                .map_or("COSID_UNKNOWN_STATUS", ErrorKind::status_name);
+                            CString::new(name).unwrap_or_default()
+                        })
+                        .collect()
+                });
+                value
+                    .checked_sub(1)
+                    .and_then(|i| names.get(i as usize))
+                    .map_or(c"COSID_UNKNOWN_STATUS", |n| n.as_c_str())
+            }
         }
+    }
+
+    /// The status of the core kind whose code is `value`, when this build has one.
+    fn of_kind_code(value: u32) -> Option<cosid_status> {
+        ErrorKind::from_code(value)
+            .map(cosid_status::of_kind)
+            .filter(|s| *s != cosid_status::COSID_ERR_INTERNAL)
     }
 
     /// The status's name, e.g. `COSID_ERR_SLOT_LOST`.
     pub fn name(self) -> &'static str {
-        let n = Self::name_with_nul(self as u32);
-        &n[..n.len() - 1]
+        Self::c_name(self as u32)
+            .to_str()
+            .unwrap_or("COSID_UNKNOWN_STATUS")
     }
 }
 
@@ -144,7 +166,7 @@ impl cosid_status {
 /// Thread-safe.
 #[no_mangle]
 pub extern "C" fn cosid_status_name(status: u32) -> *const c_char {
-    cosid_status::name_with_nul(status).as_ptr().cast()
+    cosid_status::c_name(status).as_ptr()
 }
 
 thread_local! {

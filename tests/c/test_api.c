@@ -8,6 +8,7 @@
 #include "check.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifndef COSID_TEST_REDIS_FEATURE
@@ -400,12 +401,89 @@ static void test_base62(void) {
   EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_id_from_base62("00000000001", NULL));
 }
 
+/*
+ * The event vocabulary as docs/c-api.md documents it: the members of cosid_event by name, and
+ * the members each kind sets. A renamed member fails to compile here; the Rust test
+ * the_c_event_carries_exactly_the_core_vocabulary (cosid-ffi) checks the header against the
+ * core's table, and check_vocabulary below checks every event received against this one.
+ */
+struct member {
+  const char *name;
+  size_t offset, size;
+  int text;
+};
+#define MEMBER(m, text) {#m, offsetof(cosid_event, m), sizeof(((cosid_event *)0)->m), text}
+static const struct member MEMBERS[] = {
+    MEMBER(slot, 0),          MEMBER(fence, 0),   MEMBER(floor_ms, 0), MEMBER(ceiling_ms, 0),
+    MEMBER(next_floor_ms, 0), MEMBER(skew_ms, 0), MEMBER(attempt, 0),  MEMBER(reason, 1),
+    MEMBER(error, 1),         MEMBER(key, 1),
+};
+static const struct {
+  cosid_event_kind kind;
+  const char *name;
+  const char *members; /* space-separated, with a space at each end */
+} KINDS[] = {
+    {COSID_EVENT_SLOT_ACQUIRED, "slot_acquired", " slot fence floor_ms ceiling_ms "},
+    {COSID_EVENT_SLOT_LOST, "slot_lost", " slot reason "},
+    {COSID_EVENT_DUPLICATE_OWNER_KEY, "duplicate_owner_key", " slot key "},
+    {COSID_EVENT_CLOCK_SKEW, "clock_skew", " skew_ms "},
+    {COSID_EVENT_RENEWAL_FAILED, "renewal_failed", " slot attempt error "},
+    {COSID_EVENT_STORE_RESET, "store_reset", " slot "},
+    {COSID_EVENT_ACQUIRE_FAILED, "acquire_failed", " error "},
+    {COSID_EVENT_SLOT_RELEASED, "slot_released", " slot next_floor_ms "},
+};
+#define NKINDS (sizeof KINDS / sizeof KINDS[0])
+
+/* Whether `e` sets exactly the members of its kind (strings never NULL, "" when not set). */
+static int check_vocabulary(const cosid_event *e) {
+  const char *want = NULL;
+  for (size_t k = 0; k < NKINDS; k++)
+    if (KINDS[k].kind == e->kind) want = KINDS[k].members;
+  if (want == NULL || e->message == NULL || e->message[0] == '\0') return 0;
+  for (size_t i = 0; i < sizeof MEMBERS / sizeof MEMBERS[0]; i++) {
+    const struct member *m = &MEMBERS[i];
+    const char *at = (const char *)e + m->offset;
+    int set = 0;
+    if (m->text) {
+      const char *text;
+      memcpy(&text, at, sizeof text);
+      if (text == NULL) return 0;
+      set = text[0] != '\0';
+    } else {
+      for (size_t b = 0; b < m->size; b++) set |= at[b] != 0;
+    }
+    char word[32];
+    snprintf(word, sizeof word, " %s ", m->name);
+    if (set != (strstr(want, word) != NULL)) return 0;
+  }
+  return 1;
+}
+
+static void test_event_vocabulary(void) {
+  /* The kinds and their names are the core's (cosid_event_kind_name comes from its table), and
+   * the header has a value for every kind of the core: the next value is no kind. */
+  for (size_t k = 0; k < NKINDS; k++) {
+    CHECK((size_t)KINDS[k].kind == k + 1);
+    CHECK(strcmp(cosid_event_kind_name(KINDS[k].kind), KINDS[k].name) == 0);
+  }
+  CHECK(strcmp(cosid_event_kind_name((uint32_t)NKINDS + 1), "unknown") == 0);
+  /* Every member but kind and message belongs to some kind. */
+  for (size_t i = 0; i < sizeof MEMBERS / sizeof MEMBERS[0]; i++) {
+    char word[32];
+    int used = 0;
+    snprintf(word, sizeof word, " %s ", MEMBERS[i].name);
+    for (size_t k = 0; k < NKINDS; k++) used |= strstr(KINDS[k].members, word) != NULL;
+    CHECK(used);
+  }
+}
+
 struct seen {
   pthread_mutex_t lock;
   int released;
   uint32_t released_slot;
   int64_t released_floor;
   int calls;
+  int off_vocabulary;
   char message[256];
 };
 
@@ -416,10 +494,10 @@ static void on_event(const cosid_event *e, void *user_data) {
   if (e->kind == COSID_EVENT_SLOT_RELEASED) {
     s->released++;
     s->released_slot = e->slot;
-    s->released_floor = e->floor_ms;
+    s->released_floor = e->next_floor_ms;
     snprintf(s->message, sizeof s->message, "%s", e->message);
   }
-  if (e->detail == NULL || e->message == NULL) s->calls = -1000; /* never NULL */
+  if (!check_vocabulary(e)) s->off_vocabulary++;
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -454,7 +532,7 @@ static void test_events(void) {
   OK(cosid_runtime_stats(rt, &st));
   OK(cosid_runtime_close(rt));
   pthread_mutex_lock(&s.lock);
-  CHECK(s.calls >= 1 && s.released == 1);
+  CHECK(s.calls >= 1 && s.released == 1 && s.off_vocabulary == 0);
   CHECK(s.released_slot == st.slot && s.released_floor > st.floor_ms);
   CHECK(strstr(s.message, "released") != NULL);
   pthread_mutex_unlock(&s.lock);
@@ -522,6 +600,7 @@ int main(void) {
   test_generators();
   test_parse_and_layouts();
   test_base62();
+  test_event_vocabulary();
   test_events();
   test_closed_runtime();
   printf("test_api: ok\n");
