@@ -97,14 +97,6 @@ impl Process {
         self.generation == crate::fork::current()
     }
 
-    fn on_keeper_thread(&self) -> bool {
-        self.thread
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .is_some_and(|t| t.thread().id() == std::thread::current().id())
-    }
-
     /// Stops the keeper thread and releases the slot with `last`. Only in the owning process.
     fn stop_and_release(&self, last: Option<i64>) -> Result<()> {
         *self
@@ -561,17 +553,11 @@ impl Runtime {
     /// the slot is released with the largest last timestamp. A second call returns `Closed`.
     /// In a forked child that never took a slot of its own it closes the generators and leaves
     /// the parent's lease, keeper and store alone (nothing of the child's to release).
+    ///
+    /// May be called from an event listener: listeners run with no lock of the keeper held, and
+    /// a close on the keeper's own thread releases the slot there and lets the thread end when
+    /// the listener returns (it is not waited for).
     pub fn close(&self) -> Result<()> {
-        let process = self.inner.current_process();
-        if process.is_ours() && process.on_keeper_thread() {
-            // Listeners run on the keeper thread, inside the keeper's step: closing from there
-            // would wait for itself.
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "close() was called from an event listener (the keeper's thread); call it from \
-                 another thread",
-            ));
-        }
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Err(Error::new(
                 ErrorKind::Closed,
@@ -926,11 +912,19 @@ mod tests {
         rt.close().unwrap();
     }
 
+    /// What a listener saw of the runtime from inside the event.
+    #[derive(Debug, Default)]
+    struct SeenFromListener {
+        lease_slot: Option<u32>,
+        bound: bool,
+        close: Option<Result<()>>,
+    }
+
     #[test]
-    fn close_from_a_listener_is_refused_not_a_deadlock() {
+    fn a_listener_can_call_the_runtime_even_close() {
         let clock = ManualClock::shared(1_800_000_000_000);
         let slot: Arc<Mutex<Option<Runtime>>> = Arc::default();
-        let answer: Arc<Mutex<Option<ErrorKind>>> = Arc::default();
+        let answer: Arc<Mutex<Option<SeenFromListener>>> = Arc::default();
         let (s2, a2) = (slot.clone(), answer.clone());
         let rt = Runtime::builder()
             .config(memory_config("rt4"))
@@ -939,8 +933,15 @@ mod tests {
                 if e.name() == "renewal_failed" || e.name() == "slot_acquired" {
                     return;
                 }
-                if let Some(rt) = s2.lock().unwrap().as_ref() {
-                    *a2.lock().unwrap() = rt.close().err().map(|e| e.kind());
+                let rt = s2.lock().unwrap().clone();
+                if let (Some(rt), true) = (rt, e.name() == "slot_lost") {
+                    // The keeper is between steps: none of these waits for it.
+                    let seen = SeenFromListener {
+                        lease_slot: rt.lease().map(|l| l.slot),
+                        bound: rt.stats().bound,
+                        close: Some(rt.close()),
+                    };
+                    *a2.lock().unwrap() = Some(seen);
                 }
             })
             .build()
@@ -964,8 +965,18 @@ mod tests {
             clock.advance(Duration::from_secs(1));
             std::thread::sleep(Duration::from_millis(5));
         }
-        assert_eq!(*answer.lock().unwrap(), Some(ErrorKind::InvalidArgument));
+        let seen = answer.lock().unwrap().take().expect("the listener ran");
+        // It saw the runtime rebound to a new lease, then closed it from the keeper's thread.
+        assert!(seen.lease_slot.is_some(), "{seen:?}");
+        assert!(seen.bound, "{seen:?}");
+        assert!(matches!(seen.close, Some(Ok(()))), "{seen:?}");
+        assert!(rt.is_closed());
+        assert_eq!(rt.next().unwrap_err().kind(), ErrorKind::Closed);
+        assert_eq!(rt.close().unwrap_err().kind(), ErrorKind::Closed);
+        // The new lease was released: the store holds no live owner on the slot.
+        let new_slot = seen.lease_slot.unwrap();
+        let (_, rec) = store.read_slot("rt", new_slot).unwrap();
+        assert_eq!(rec.unwrap().value.owner, None, "slot {new_slot} still held");
         slot.lock().unwrap().take();
-        rt.close().unwrap();
     }
 }

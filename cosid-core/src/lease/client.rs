@@ -426,21 +426,31 @@ impl LeaseClient {
     /// Releases `lease`, handing `last_issued` (unit start ms of the last issued timestamp) to
     /// the next holder. `Ok(false)` if the lease was already gone.
     pub fn release(&self, lease: &SlotLease, last_issued: Option<i64>) -> Result<bool> {
+        Ok(self.release_handing_over(lease, last_issued)?.is_some())
+    }
+
+    /// [`LeaseClient::release`], returning the next floor the release wrote (what the next
+    /// holder of the slot starts above), or `None` when the slot was no longer ours.
+    pub fn release_handing_over(
+        &self,
+        lease: &SlotLease,
+        last_issued: Option<i64>,
+    ) -> Result<Option<i64>> {
         for _ in 0..MAX_RACES {
             let (_, current) = self.store.read_slot(&self.namespace, lease.slot)?;
             let Some(current) = current else {
-                return Ok(false);
+                return Ok(None);
             };
             let Ok(next) = rules::release(&current.value, &lease.owner, lease.fence, last_issued)
             else {
-                return Ok(false);
+                return Ok(None);
             };
             if self
                 .store
                 .cas_slot(&self.namespace, Some(current.version), &next)?
                 .is_some()
             {
-                return Ok(true);
+                return Ok(Some(next.next_floor));
             }
         }
         Err(self.too_many_races("releasing"))

@@ -13,6 +13,18 @@
 //! - Compares `storeNow` with the local clock; a skew above `tolerance/2` raises `ClockSkew`.
 //! - There is no switch to keep issuing after the lease is lost: under any model that could
 //!   duplicate ids.
+//!
+//! Locking. Two locks, neither held while a listener runs:
+//! - `turn` gives one store operation at a time its turn (start-up's acquisition, a step of
+//!   [`LeaseKeeper::tick`], [`LeaseKeeper::release`]): a renewal and a release never interleave,
+//!   so the state a store call started from is still the state when its answer is applied.
+//!   It is held across the store call, and nothing but another store operation waits for it.
+//! - `state` guards the lease and the schedule; it is held only to read or write them, never
+//!   across a store call, so [`LeaseKeeper::lease`] (and so `Runtime::lease`, `stats`) answers
+//!   at once even while a store call hangs for its timeout.
+//!
+//! Events are collected while the work is done and delivered after both locks are released, so
+//! a listener may call any method of the keeper or the runtime, `close` included.
 
 use super::client::{AcquireRequest, Acquisition, LeaseClient, Renewal};
 use super::events::{Counters, Event, EventBus};
@@ -82,10 +94,21 @@ pub struct LeaseKeeper {
     window: Arc<Window>,
     clock: SharedClock,
     config: KeeperConfig,
+    /// One store operation at a time (see the module's "Locking").
+    turn: Mutex<()>,
     state: Mutex<State>,
     events: Arc<EventBus>,
     counters: Arc<Counters>,
 }
+
+/// Proof that the caller holds the keeper's `turn`: the functions that call the store and apply
+/// its answer take one.
+struct Turn<'a> {
+    _guard: std::sync::MutexGuard<'a, ()>,
+}
+
+/// Events raised while holding the turn, delivered once it is released.
+type Pending = Vec<Event>;
 
 impl LeaseKeeper {
     /// A keeper with its own (listener-less) event bus and counters: for simulations and tools
@@ -121,6 +144,7 @@ impl LeaseKeeper {
             window,
             clock,
             config,
+            turn: Mutex::new(()),
             state: Mutex::new(State {
                 lease: None,
                 highest_ceiling: i64::MIN,
@@ -134,10 +158,15 @@ impl LeaseKeeper {
         let deadline = keeper.clock.monotonic() + keeper.config.acquire_timeout;
         let mut attempt = 0;
         loop {
-            let result = keeper
-                .client
-                .open_namespace()
-                .and_then(|_| keeper.acquire_and_bind());
+            let mut pending = Pending::new();
+            let result = {
+                let turn = keeper.turn();
+                keeper
+                    .client
+                    .open_namespace()
+                    .and_then(|_| keeper.acquire(&turn, &mut pending))
+            };
+            keeper.deliver(pending);
             match result {
                 Ok(()) => return Ok(keeper),
                 Err(e) if is_transient(&e) => {
@@ -169,6 +198,19 @@ impl LeaseKeeper {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn turn(&self) -> Turn<'_> {
+        Turn {
+            _guard: self.turn.lock().unwrap_or_else(|p| p.into_inner()),
+        }
+    }
+
+    /// Hands events to the listeners; called with no lock of the keeper held.
+    fn deliver(&self, pending: Pending) {
+        for event in pending {
+            self.events.emit(event);
+        }
+    }
+
     /// The current lease, if bound.
     pub fn lease(&self) -> Option<SlotLease> {
         self.lock().lease.clone()
@@ -179,16 +221,12 @@ impl LeaseKeeper {
         &self.client
     }
 
-    fn acquire_and_bind(&self) -> Result<()> {
-        let mut st = self.lock();
-        self.acquire_locked(&mut st)
-    }
-
-    fn acquire_locked(&self, st: &mut State) -> Result<()> {
+    /// Acquires a slot and binds the window to it.
+    fn acquire(&self, _turn: &Turn<'_>, pending: &mut Pending) -> Result<()> {
         let req = AcquireRequest {
             owner: self.config.owner.clone(),
             preferred_slot: self.config.preferred_slot,
-            floor_at_least: st.highest_ceiling.max(0),
+            floor_at_least: self.lock().highest_ceiling.max(0),
         };
         let started_ms = self.clock.now_ms();
         let Acquisition {
@@ -197,23 +235,24 @@ impl LeaseKeeper {
             ..
         } = self.client.acquire(&req)?;
         for slot in duplicate_owner_key {
-            self.events.emit(Event::DuplicateOwnerKey {
+            pending.push(Event::DuplicateOwnerKey {
                 slot,
                 key: self.config.owner.key.clone(),
             });
         }
         self.window.rebind(lease.slot, lease.floor, lease.ceiling);
-        st.highest_ceiling = st.highest_ceiling.max(lease.ceiling);
-        st.failures = 0;
-        st.due = self.clock.monotonic() + self.config.renew_every();
         Counters::bump(&self.counters.acquisitions);
-        self.check_skew(started_ms, lease.store_now);
-        self.events.emit(Event::SlotAcquired {
+        self.check_skew(started_ms, lease.store_now, pending);
+        pending.push(Event::SlotAcquired {
             slot: lease.slot,
             fence: lease.fence,
             floor: lease.floor,
             ceiling: lease.ceiling,
         });
+        let mut st = self.lock();
+        st.highest_ceiling = st.highest_ceiling.max(lease.ceiling);
+        st.failures = 0;
+        st.due = self.clock.monotonic() + self.config.renew_every();
         st.lease = Some(lease);
         Ok(())
     }
@@ -221,7 +260,7 @@ impl LeaseKeeper {
     /// The store read its clock (`store_now`) somewhere between `started_ms` and now on our
     /// clock; only a reading outside that interval is skew. A slow call (a SQLite store waiting
     /// for its file lock, a slow network) is not.
-    fn check_skew(&self, started_ms: i64, store_now: i64) {
+    fn check_skew(&self, started_ms: i64, store_now: i64, pending: &mut Pending) {
         let ended_ms = self.clock.now_ms();
         let skew = if store_now < started_ms {
             started_ms - store_now
@@ -232,32 +271,46 @@ impl LeaseKeeper {
         };
         if skew.abs() > self.client.terms().tolerance_ms / 2 {
             Counters::bump(&self.counters.clock_skew_events);
-            self.events.emit(Event::ClockSkew { skew_ms: skew });
+            pending.push(Event::ClockSkew { skew_ms: skew });
         }
     }
 
     /// Does whatever is due (renew, retry, re-acquire) and returns how long until the next step
-    /// is due. Never blocks longer than one store call.
+    /// is due. Never blocks longer than one store call (plus the listeners of what it raised).
     pub fn tick(&self) -> Duration {
-        let mut st = self.lock();
-        if st.closed {
-            return Duration::from_secs(3600);
-        }
-        let now = self.clock.monotonic();
-        if now < st.due {
-            return st.due - now;
-        }
+        let mut pending = Pending::new();
+        let wait = {
+            let turn = self.turn();
+            self.step(&turn, &mut pending)
+        };
+        self.deliver(pending);
+        wait
+    }
+
+    fn step(&self, turn: &Turn<'_>, pending: &mut Pending) -> Duration {
+        let lease = {
+            let st = self.lock();
+            if st.closed {
+                return Duration::from_secs(3600);
+            }
+            let now = self.clock.monotonic();
+            if now < st.due {
+                return st.due - now;
+            }
+            st.lease.clone()
+        };
         let started_ms = self.clock.now_ms();
-        match st.lease.clone() {
-            None => self.reacquire(&mut st),
+        match lease {
+            None => self.reacquire(turn, pending),
             Some(lease) => match self.client.renew(&lease) {
                 Ok(Renewal::Renewed(renewed)) => {
                     self.window.extend(renewed.ceiling);
+                    Counters::bump(&self.counters.renewals);
+                    self.check_skew(started_ms, renewed.store_now, pending);
+                    let mut st = self.lock();
                     st.highest_ceiling = st.highest_ceiling.max(renewed.ceiling);
                     st.failures = 0;
                     st.due = self.clock.monotonic() + self.config.renew_every();
-                    Counters::bump(&self.counters.renewals);
-                    self.check_skew(started_ms, renewed.store_now);
                     st.lease = Some(renewed);
                 }
                 Ok(Renewal::Lost(refusal)) => {
@@ -265,7 +318,7 @@ impl LeaseKeeper {
                     Counters::bump(&self.counters.slots_lost);
                     let reason = match &refusal {
                         Refusal::Vanished => {
-                            self.events.emit(Event::StoreReset { slot: lease.slot });
+                            pending.push(Event::StoreReset { slot: lease.slot });
                             "the store has no record of the slot (restarted empty?)".to_string()
                         }
                         Refusal::NotHolder {
@@ -278,18 +331,22 @@ impl LeaseKeeper {
                             format!("released by someone else (fence {fence})")
                         }
                     };
-                    self.events.emit(Event::SlotLost {
+                    pending.push(Event::SlotLost {
                         slot: lease.slot,
                         reason,
                     });
-                    st.lease = None;
-                    st.failures = 0;
-                    self.reacquire(&mut st);
+                    {
+                        let mut st = self.lock();
+                        st.lease = None;
+                        st.failures = 0;
+                    }
+                    self.reacquire(turn, pending);
                 }
                 Err(e) => {
-                    st.failures += 1;
                     Counters::bump(&self.counters.renewal_failures);
-                    self.events.emit(Event::RenewalFailed {
+                    let mut st = self.lock();
+                    st.failures += 1;
+                    pending.push(Event::RenewalFailed {
                         slot: lease.slot,
                         attempt: st.failures,
                         error: e.to_string(),
@@ -298,15 +355,16 @@ impl LeaseKeeper {
                 }
             },
         }
-        st.due.saturating_sub(self.clock.monotonic())
+        self.lock().due.saturating_sub(self.clock.monotonic())
     }
 
-    fn reacquire(&self, st: &mut State) {
-        if let Err(e) = self.acquire_locked(st) {
-            st.failures += 1;
-            self.events.emit(Event::AcquireFailed {
+    fn reacquire(&self, turn: &Turn<'_>, pending: &mut Pending) {
+        if let Err(e) = self.acquire(turn, pending) {
+            pending.push(Event::AcquireFailed {
                 error: e.to_string(),
             });
+            let mut st = self.lock();
+            st.failures += 1;
             st.due = self.clock.monotonic() + self.config.backoff(st.failures);
         }
     }
@@ -314,20 +372,25 @@ impl LeaseKeeper {
     /// Releases the slot, handing over `last_issued` (unit start ms of the last issued
     /// timestamp). Call only after every generator is closed. Idempotent.
     pub fn release(&self, last_issued: Option<i64>) -> Result<()> {
-        let mut st = self.lock();
-        st.closed = true;
-        self.window.set_status(WindowStatus::Closed);
-        let Some(lease) = st.lease.take() else {
-            return Ok(());
+        let (lease, handed_over) = {
+            let _turn = self.turn();
+            let lease = {
+                let mut st = self.lock();
+                st.closed = true;
+                st.lease.take()
+            };
+            self.window.set_status(WindowStatus::Closed);
+            let Some(lease) = lease else {
+                return Ok(());
+            };
+            let handed_over = self.client.release_handing_over(&lease, last_issued)?;
+            (lease, handed_over)
         };
-        if self.client.release(&lease, last_issued)? {
-            let next_floor = lease
-                .floor
-                .max(last_issued.unwrap_or(lease.floor).min(lease.ceiling));
-            self.events.emit(Event::SlotReleased {
+        if let Some(next_floor) = handed_over {
+            self.deliver(vec![Event::SlotReleased {
                 slot: lease.slot,
                 next_floor,
-            });
+            }]);
         }
         Ok(())
     }
@@ -361,10 +424,32 @@ mod tests {
         /// clock (a SQLite store waiting for its file lock, say).
         local: Arc<ManualClock>,
         slow_ms: std::sync::atomic::AtomicU64,
+        /// While true, every call waits (a store call hanging for its timeout); the count says
+        /// how many calls are waiting.
+        stalled: Mutex<(bool, u32)>,
+        unstalled: std::sync::Condvar,
     }
 
     impl Outage {
+        fn stall(&self, on: bool) {
+            self.stalled.lock().unwrap().0 = on;
+            self.unstalled.notify_all();
+        }
+
+        fn stalled_calls(&self) -> u32 {
+            self.stalled.lock().unwrap().1
+        }
+
         fn check(&self) -> Result<()> {
+            let mut stalled = self.stalled.lock().unwrap();
+            if stalled.0 {
+                stalled.1 += 1;
+                while stalled.0 {
+                    stalled = self.unstalled.wait(stalled).unwrap();
+                }
+                stalled.1 -= 1;
+            }
+            drop(stalled);
             if self.down.load(Ordering::SeqCst) {
                 return Err(Error::store("store unreachable (test outage)"));
             }
@@ -425,6 +510,8 @@ mod tests {
                 down: AtomicBool::new(false),
                 local: clock.clone(),
                 slow_ms: Default::default(),
+                stalled: Mutex::new((false, 0)),
+                unstalled: Default::default(),
             }),
             clock,
             window: Arc::new(Window::new()),
@@ -696,6 +783,95 @@ mod tests {
         assert!(e.message().contains("readonly"), "{e}");
         // The manual clock moves only when start-up sleeps between attempts: it never did.
         assert_eq!(clock.now_ms(), T0);
+    }
+
+    #[test]
+    fn the_lease_is_readable_while_a_renewal_hangs_in_the_store() {
+        let r = rig(None);
+        let k = Arc::new(r.start(2, "a", TTL).unwrap());
+        let first = k.lease().unwrap();
+        r.store.stall(true);
+        r.clock.advance(TTL / 3);
+        let ticking = std::thread::spawn({
+            let k = k.clone();
+            move || k.tick()
+        });
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while r.store.stalled_calls() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the renewal never reached the store"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // The renewal is inside its store call: reading the lease must not wait for it.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn({
+            let k = k.clone();
+            move || tx.send(k.lease()).unwrap()
+        });
+        let seen = rx.recv_timeout(Duration::from_secs(10));
+        r.store.stall(false);
+        ticking.join().unwrap();
+        let seen = seen.expect("lease() waited for the store call in flight");
+        assert_eq!(seen.unwrap().fence, first.fence);
+        assert!(
+            k.lease().unwrap().ceiling > first.ceiling,
+            "the renewal then applied"
+        );
+    }
+
+    #[test]
+    fn a_listener_may_call_the_keeper_and_release_it() {
+        let r = rig(None);
+        let keeper: Arc<std::sync::OnceLock<Arc<LeaseKeeper>>> = Arc::default();
+        // (event, the lease's slot as the listener saw it, whether its release succeeded)
+        type Seen = Vec<(&'static str, Option<u32>, bool)>;
+        let seen: Arc<Mutex<Seen>> = Arc::default();
+        let bus = Arc::new(EventBus::default());
+        bus.subscribe(Arc::new({
+            let (keeper, seen) = (keeper.clone(), seen.clone());
+            move |e: &Event| {
+                if let Some(k) = keeper.get() {
+                    let slot = k.lease().map(|l| l.slot);
+                    let released = e.name() == "renewal_failed" && k.release(None).is_ok();
+                    seen.lock().unwrap().push((e.name(), slot, released));
+                }
+            }
+        }));
+        let k = LeaseKeeper::start(
+            r.client(2),
+            r.window.clone(),
+            r.clock.clone(),
+            KeeperConfig {
+                ttl: TTL,
+                acquire_timeout: TTL,
+                preferred_slot: None,
+                owner: Owner::new("a"),
+            },
+            bus,
+            r.counters.clone(),
+        )
+        .unwrap();
+        let k = keeper.get_or_init(|| Arc::new(k)).clone();
+        let slot = k.lease().unwrap().slot;
+        r.store.down.store(true, Ordering::SeqCst);
+        r.clock.advance(TTL / 3);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn({
+            let k = k.clone();
+            move || tx.send(k.tick()).unwrap()
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("a listener calling the keeper deadlocked the step");
+        // The listener saw the lease and released it; the release (store down) failed, and
+        // left the keeper closed with the window closed.
+        assert_eq!(
+            seen.lock().unwrap().as_slice(),
+            &[("renewal_failed", Some(slot), false)]
+        );
+        assert_eq!(r.window.read().status, WindowStatus::Closed);
+        assert!(k.lease().is_none());
     }
 
     #[test]
