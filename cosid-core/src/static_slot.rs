@@ -201,7 +201,21 @@ pub fn lock_path(state: &Path) -> PathBuf {
 /// Takes the exclusive lock of a state file for the runtime's life (`flock`, released when the
 /// returned file is closed, or by the kernel when the process ends). A second runtime on the
 /// same state file, in this process or another, is refused naming the file and the holder's pid.
-fn lock_state_file(state: &Path) -> Result<std::fs::File> {
+/// A held lock on a state file's lock file. Dropping it unlocks explicitly before closing: a
+/// child process forked by another thread between its `fork` and its `exec` holds a copy of the
+/// descriptor (the lock belongs to the open file, not to the descriptor), and closing ours alone
+/// would leave the file locked until that child execs or exits.
+#[derive(Debug)]
+struct StateLock(std::fs::File);
+
+impl Drop for StateLock {
+    fn drop(&mut self) {
+        // SAFETY: flock on a file descriptor we own; no memory is passed.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+fn lock_state_file(state: &Path) -> Result<StateLock> {
     let lock = lock_path(state);
     let fail = |what: &str, e: std::io::Error| {
         Error::new(
@@ -254,7 +268,7 @@ fn lock_state_file(state: &Path) -> Result<std::fs::File> {
     file.set_len(0)
         .and_then(|()| file.write_all(format!("{}\n", std::process::id()).as_bytes()))
         .map_err(|e| fail("write the lock file", e))?;
-    Ok(file)
+    Ok(StateLock(file))
 }
 
 #[derive(Debug)]
@@ -263,7 +277,7 @@ struct State {
     failures: u32,
     closed: bool,
     /// The state file's lock, held until release.
-    lock: Option<std::fs::File>,
+    lock: Option<StateLock>,
 }
 
 /// A static slot's window keeper. Thread-safe.
@@ -373,12 +387,15 @@ impl StaticSlot {
             Err(e) => {
                 st.failures += 1;
                 Counters::bump(&self.counters.renewal_failures);
+                let (attempt, wait) = (st.failures, 100u64 << st.failures.min(4));
+                // Listeners run with no lock of ours held: they may call back into the runtime.
+                drop(st);
                 self.events.emit(Event::RenewalFailed {
                     slot: self.config.slot,
-                    attempt: st.failures,
+                    attempt,
                     error: e.to_string(),
                 });
-                Duration::from_millis(100u64 << st.failures.min(4))
+                Duration::from_millis(wait)
             }
         }
     }
@@ -401,6 +418,7 @@ impl StaticSlot {
         // This runtime writes no more: another may take the file now (if the last write
         // failed, the file keeps a higher ceiling, which is as safe).
         st.lock = None;
+        drop(st);
         written?;
         self.events.emit(Event::SlotReleased {
             slot: self.config.slot,

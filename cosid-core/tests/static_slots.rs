@@ -177,6 +177,37 @@ fn a_second_runtime_on_one_state_file_is_refused() {
         .unwrap();
 }
 
+/// A child forked (by any thread) while the runtime held the state file, and not yet exec'ed or
+/// exited, has a copy of the lock's descriptor: closing the runtime must still free the file.
+#[test]
+fn a_closed_state_file_is_free_while_a_forked_child_lives_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let clock = ManualClock::shared(T0);
+    let rt = start(&clock, config(&state, None)).unwrap();
+    // SAFETY: the child only sleeps and exits; it calls nothing that takes a lock.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0, "fork failed");
+    if child == 0 {
+        // SAFETY: sleep and _exit are async-signal-safe.
+        unsafe {
+            libc::sleep(5);
+            libc::_exit(0)
+        };
+    }
+    rt.close().unwrap();
+    let again = start(&clock, config(&state, None));
+    // SAFETY: kill and waitpid on the child we forked.
+    unsafe {
+        libc::kill(child, libc::SIGKILL);
+        libc::waitpid(child, std::ptr::null_mut(), 0);
+    }
+    again
+        .expect("the state file stayed locked by the forked child's copy")
+        .close()
+        .unwrap();
+}
+
 /// Not a test of its own: starts and closes a runtime under umask 000.
 #[test]
 #[ignore = "run as a child process"]
