@@ -2,32 +2,32 @@
 //!
 //! The exception classes are plain Python (`python/cosid/_errors.py`), so they can have two
 //! bases (`InvalidArgumentError` is also a `ValueError`, `WaitTimeoutError` also the builtin
-//! `TimeoutError`). This module maps a core [`ErrorKind`] — never the message text — to the
-//! class and to the C API status name, with an explicit table: a rename in the core cannot
-//! silently change the Python API, and a kind added to the core without a row here still raises
-//! a `CosIdError` (with a status derived from the kind's name) and fails the test that walks
-//! `ErrorKind::ALL`.
+//! `TimeoutError`). This module maps a core [`ErrorKind`] — never the message text — to its
+//! class; the status name (`COSID_ERR_…`) and the kind name are the core's
+//! ([`ErrorKind::names`], the table every surface maps from). A kind added to the core without a
+//! class here raises a `CosIdError` carrying the core's status and kind names, and fails the test
+//! that walks `ErrorKind::ALL`.
 
 use cosid_core::{Error, ErrorKind};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyModule, PyType};
 
-/// The C API status name and the Python class name of a core error kind.
-pub(crate) fn names(kind: ErrorKind) -> Option<(&'static str, &'static str)> {
+/// The Python class name of a core error kind.
+pub(crate) fn class_name(kind: ErrorKind) -> Option<&'static str> {
     Some(match kind {
-        ErrorKind::Config => ("COSID_ERR_CONFIG", "ConfigError"),
-        ErrorKind::Store => ("COSID_ERR_STORE", "StoreError"),
-        ErrorKind::WindowClosed => ("COSID_ERR_WINDOW_CLOSED", "WindowClosedError"),
-        ErrorKind::SlotLost => ("COSID_ERR_SLOT_LOST", "SlotLostError"),
-        ErrorKind::ClockBehind => ("COSID_ERR_CLOCK_BEHIND", "ClockBehindError"),
-        ErrorKind::Timeout => ("COSID_ERR_TIMEOUT", "WaitTimeoutError"),
-        ErrorKind::Closed => ("COSID_ERR_CLOSED", "ClosedError"),
-        ErrorKind::Forked => ("COSID_ERR_FORKED", "ForkedError"),
-        ErrorKind::InvalidArgument => ("COSID_ERR_INVALID_ARGUMENT", "InvalidArgumentError"),
-        ErrorKind::Exhausted => ("COSID_ERR_EXHAUSTED", "ExhaustedError"),
-        ErrorKind::NamespaceMismatch => ("COSID_ERR_NAMESPACE_MISMATCH", "NamespaceMismatchError"),
-        ErrorKind::StateFile => ("COSID_ERR_STATE_FILE", "StateFileError"),
+        ErrorKind::Config => "ConfigError",
+        ErrorKind::Store => "StoreError",
+        ErrorKind::WindowClosed => "WindowClosedError",
+        ErrorKind::SlotLost => "SlotLostError",
+        ErrorKind::ClockBehind => "ClockBehindError",
+        ErrorKind::Timeout => "WaitTimeoutError",
+        ErrorKind::Closed => "ClosedError",
+        ErrorKind::Forked => "ForkedError",
+        ErrorKind::InvalidArgument => "InvalidArgumentError",
+        ErrorKind::Exhausted => "ExhaustedError",
+        ErrorKind::NamespaceMismatch => "NamespaceMismatchError",
+        ErrorKind::StateFile => "StateFileError",
         _ => return None,
     })
 }
@@ -47,22 +47,20 @@ pub(crate) fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyT
 
 /// A new exception of the class for `kind`, with `message`.
 pub(crate) fn for_kind(py: Python<'_>, kind: ErrorKind, message: String) -> PyErr {
-    let (status, class_name) = match names(kind) {
-        Some((s, c)) => (s.to_string(), c),
-        None => (
-            format!("COSID_ERR_{}", kind.name().to_ascii_uppercase()),
-            "CosIdError",
-        ),
-    };
-    match class(py, class_name) {
-        Ok(cls) => {
-            let err = PyErr::from_type(cls, (message,));
-            if class_name == "CosIdError" {
-                // A kind this build has no class for: keep its status on the instance.
-                let _ = err.value(py).setattr("status", status);
+    let Some(name) = class_name(kind) else {
+        // A kind this build has no class for: a `CosIdError` with the core's names.
+        return match class(py, "CosIdError") {
+            Ok(cls) => {
+                let err = PyErr::from_type(cls, (message,));
+                let _ = err.value(py).setattr("status", kind.status_name());
+                let _ = err.value(py).setattr("kind", kind.name());
+                err
             }
-            err
-        }
+            Err(e) => e,
+        };
+    };
+    match class(py, name) {
+        Ok(cls) => PyErr::from_type(cls, (message,)),
         Err(e) => e,
     }
 }
@@ -84,7 +82,7 @@ pub(crate) fn config(py: Python<'_>, message: impl Into<String>) -> PyErr {
 
 /// The kind whose stable snake_case name is `name`.
 pub(crate) fn kind_named(name: &str) -> Option<ErrorKind> {
-    ErrorKind::ALL.iter().copied().find(|k| k.name() == name)
+    ErrorKind::from_name(name)
 }
 
 /// The UTF-8 text of a `str` argument. A `str` holding a lone surrogate (`'\ud800'`, e.g. from

@@ -60,9 +60,17 @@ fn _error_for_kind(py: Python<'_>, kind: &str, message: &str) -> PyResult<Py<PyA
 #[pyfunction]
 fn _status_for_kind(py: Python<'_>, kind: &str) -> PyResult<&'static str> {
     errors::kind_named(kind)
-        .and_then(errors::names)
-        .map(|(status, _)| status)
+        .map(|k| k.status_name())
         .ok_or_else(|| errors::invalid(py, format!("{kind:?} is not a core error kind")))
+}
+
+/// One event of every kind, converted as a callback receives it (for the vocabulary test).
+#[pyfunction]
+fn _sample_events() -> Vec<records::PyEvent> {
+    cosid_core::Event::samples()
+        .iter()
+        .map(records::PyEvent::from)
+        .collect()
 }
 
 #[pymodule]
@@ -76,6 +84,12 @@ fn _cosid(m: &Bound<'_, PyModule>) -> PyResult<()> {
             .map(|k| k.name())
             .collect::<Vec<_>>(),
     )?;
+    // The core's event vocabulary, {kind: (field, ...)}: the tests compare `Event` with it.
+    let vocabulary = pyo3::types::PyDict::new(m.py());
+    for kind in &cosid_core::lease::events::EVENT_KINDS {
+        vocabulary.set_item(kind.name, pyo3::types::PyTuple::new(m.py(), kind.fields)?)?;
+    }
+    m.add("_EVENT_KINDS", vocabulary)?;
     runtime::register_c_exit();
     m.add_class::<runtime::PyRuntime>()?;
     m.add_class::<runtime::PyGenerator>()?;
@@ -84,6 +98,7 @@ fn _cosid(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<records::PyStats>()?;
     m.add_class::<records::PyEvent>()?;
     m.add_function(wrap_pyfunction!(to_base62, m)?)?;
+    m.add_function(wrap_pyfunction!(_sample_events, m)?)?;
     m.add_function(wrap_pyfunction!(from_base62, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::_shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(_error_for_kind, m)?)?;

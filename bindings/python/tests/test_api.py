@@ -181,12 +181,55 @@ def test_events_reach_callbacks_with_their_fields(memory_store: str) -> None:
     ev = acquired[0]
     assert ev.slot == slot and ev.fence is not None and ev.fence >= 1
     assert ev.floor_ms is not None and ev.ceiling_ms is not None and ev.floor_ms < ev.ceiling_ms
-    assert ev.next_floor_ms is None and ev.error is None and ev.key is None
+    assert ev.next_floor_ms is None and ev.reason is None and ev.error is None and ev.key is None
     assert f"slot {slot} acquired" in ev.message and str(ev) == ev.message
     released = [e for e in later if e.kind == "slot_released"]
     assert len(released) == 1 and released[0].slot == slot
     assert released[0].next_floor_ms is not None
     assert repr(released[0]).startswith('Event(kind="slot_released"')
+
+
+# The event vocabulary as the README documents it: each kind and its fields. The same names as
+# the C struct's members and the Node event's keys.
+DOCUMENTED_EVENT_FIELDS = {
+    "slot_acquired": ("slot", "fence", "floor_ms", "ceiling_ms"),
+    "slot_lost": ("slot", "reason"),
+    "duplicate_owner_key": ("slot", "key"),
+    "clock_skew": ("skew_ms",),
+    "renewal_failed": ("slot", "attempt", "error"),
+    "store_reset": ("slot",),
+    "acquire_failed": ("error",),
+    "slot_released": ("slot", "next_floor_ms"),
+}
+
+
+def set_fields(event: cosid.Event) -> set[str]:
+    every = {f for fields in DOCUMENTED_EVENT_FIELDS.values() for f in fields}
+    return {name for name in every if getattr(event, name) is not None}
+
+
+def test_events_carry_exactly_the_core_vocabulary(memory_store: str) -> None:
+    from cosid import _cosid
+
+    # The documented table is the core's, and Event has exactly its fields besides kind, message.
+    assert _cosid._EVENT_KINDS == DOCUMENTED_EVENT_FIELDS
+    every = {f for fields in DOCUMENTED_EVENT_FIELDS.values() for f in fields}
+    attributes = {n for n in dir(cosid.Event) if not n.startswith("_")}
+    assert attributes == every | {"kind", "message"}
+    # One event of every kind, converted as a callback gets it: exactly its kind's fields set.
+    samples = _cosid._sample_events()
+    assert [e.kind for e in samples] == list(DOCUMENTED_EVENT_FIELDS)
+    for e in samples:
+        assert set_fields(e) == set(DOCUMENTED_EVENT_FIELDS[e.kind]), e
+        assert e.message
+    # And the events a runtime raises.
+    seen: list[cosid.Event] = []
+    rt = cosid.Runtime(lease_config(memory_store, bits=2), on_event=seen.append)
+    rt.next()
+    rt.close()
+    assert {"slot_acquired", "slot_released"} <= {e.kind for e in seen}
+    for e in seen:
+        assert set_fields(e) == set(DOCUMENTED_EVENT_FIELDS[e.kind]), e
 
 
 def test_a_raising_callback_goes_to_the_unraisable_hook_and_the_runtime_goes_on(

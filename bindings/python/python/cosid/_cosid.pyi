@@ -23,6 +23,7 @@ __version__: Final[str]
 MAX_BATCH: Final[int]
 """The most ids one ``next_batch`` call returns; ``next_into`` has no limit."""
 _ERROR_KINDS: Final[list[str]]
+_EVENT_KINDS: Final[dict[str, tuple[str, ...]]]
 
 def to_base62(id: int, /) -> str:
     """The fixed-width base-62 text of an id: 11 characters of ``0-9A-Za-z``, ordered like the ids."""
@@ -33,6 +34,7 @@ def from_base62(text: str, /) -> int:
 def _shutdown() -> None: ...
 def _error_for_kind(kind: str, message: str) -> BaseException: ...
 def _status_for_kind(kind: str) -> str: ...
+def _sample_events() -> list[Event]: ...
 @final
 class IdParts:
     """An id taken apart: the same fields as ``cosid parse`` prints."""
@@ -112,7 +114,9 @@ class Stats:
 
 @final
 class Event:
-    """Something the runtime's keeper noticed. Attributes that do not apply to a kind are None."""
+    """Something the runtime's keeper noticed. The attributes are cosid's event vocabulary, the
+    same names as the C API's ``cosid_event`` members and the Node event's keys; those that do not
+    belong to the event's kind are None."""
 
     @property
     def kind(self) -> str:
@@ -120,25 +124,48 @@ class Event:
         renewal_failed, store_reset, acquire_failed or slot_released (later versions may add more)."""
 
     @property
-    def message(self) -> str: ...
+    def message(self) -> str:
+        """The whole event as one English line."""
+
     @property
-    def slot(self) -> Optional[int]: ...
+    def slot(self) -> Optional[int]:
+        """The slot concerned (every kind but clock_skew and acquire_failed)."""
+
     @property
-    def fence(self) -> Optional[int]: ...
+    def fence(self) -> Optional[int]:
+        """slot_acquired: the fence of the new ownership."""
+
     @property
-    def floor_ms(self) -> Optional[int]: ...
+    def floor_ms(self) -> Optional[int]:
+        """slot_acquired: the window's lower bound (excluded), ms since the Unix epoch."""
+
     @property
-    def ceiling_ms(self) -> Optional[int]: ...
+    def ceiling_ms(self) -> Optional[int]:
+        """slot_acquired: the window's upper bound (included), ms since the Unix epoch."""
+
     @property
-    def next_floor_ms(self) -> Optional[int]: ...
+    def next_floor_ms(self) -> Optional[int]:
+        """slot_released: the floor the slot's next holder gets, ms since the Unix epoch."""
+
     @property
-    def skew_ms(self) -> Optional[int]: ...
+    def skew_ms(self) -> Optional[int]:
+        """clock_skew: this host's clock minus the store's, ms (positive: this host is ahead)."""
+
     @property
-    def attempt(self) -> Optional[int]: ...
+    def attempt(self) -> Optional[int]:
+        """renewal_failed: consecutive failures so far (1 the first time)."""
+
     @property
-    def error(self) -> Optional[str]: ...
+    def reason(self) -> Optional[str]:
+        """slot_lost: why the lease was lost."""
+
     @property
-    def key(self) -> Optional[str]: ...
+    def error(self) -> Optional[str]:
+        """renewal_failed, acquire_failed: the error."""
+
+    @property
+    def key(self) -> Optional[str]:
+        """duplicate_owner_key: the owner key that two live runtimes hold."""
 
 @final
 class Generator:
