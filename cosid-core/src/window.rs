@@ -54,7 +54,8 @@ pub struct Binding {
     pub ceiling: i64,
     /// Whether ids may be issued.
     pub status: WindowStatus,
-    /// Bumped on every rebinding; lets observers tell bindings apart.
+    /// Bumped on every rebinding and status change (not on an extension of the ceiling); lets
+    /// observers tell bindings apart.
     pub generation: u64,
     /// The fork generation of the process that made this binding (`crate::fork`): a binding
     /// of another process is never issued from.
@@ -233,6 +234,41 @@ mod tests {
         w.rebind(4, 250, 300);
         assert!(w.read().generation > g);
         assert_eq!(w.read().slot, 4);
+    }
+
+    #[test]
+    fn the_generation_counts_rebindings_and_status_changes_not_extensions() {
+        let w = Window::new();
+        assert_eq!(w.read().generation, 0);
+        w.rebind(1, 10, 20);
+        assert_eq!(w.read().generation, 1);
+        w.extend(30); // one atomic store: readers need no sequence for it
+        assert_eq!(w.read().generation, 1);
+        w.set_status(WindowStatus::Lost);
+        assert_eq!(w.read().generation, 2);
+    }
+
+    #[test]
+    fn a_child_ends_the_write_a_fork_interrupted_and_leaves_a_finished_one_alone() {
+        let w = Window::bound(2, 10, 20);
+        let finished = w.seq.load(Ordering::Relaxed);
+        w.take_over_in_child();
+        assert_eq!(
+            w.seq.load(Ordering::Relaxed),
+            finished,
+            "no write was in progress"
+        );
+        // A write in progress (odd sequence), as the parent's keeper left it at the fork.
+        w.seq.store(finished + 1, Ordering::Relaxed);
+        w.take_over_in_child();
+        let seq = w.seq.load(Ordering::Relaxed);
+        assert_eq!(seq, finished + 2, "the interrupted write is ended");
+        let b = w.read();
+        assert_eq!((b.slot, b.floor, b.ceiling), (2, 10, 20));
+        // From the start (sequence 0) too.
+        let fresh = Window::new();
+        fresh.take_over_in_child();
+        assert_eq!(fresh.seq.load(Ordering::Relaxed), 0);
     }
 
     #[test]
