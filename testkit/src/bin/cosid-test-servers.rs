@@ -38,7 +38,9 @@ fn main() -> ExitCode {
     let mut lines = Vec::new();
     for arg in &args {
         let Some((kind, var)) = kind_of(arg) else {
-            eprintln!("cosid-test-servers: unknown server kind '{arg}'; use redis, postgres or etcd");
+            eprintln!(
+                "cosid-test-servers: unknown server kind '{arg}'; use redis, postgres or etcd"
+            );
             return ExitCode::from(2);
         };
         match std::env::var(var) {
