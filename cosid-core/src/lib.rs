@@ -16,6 +16,7 @@ pub mod fork;
 pub mod generator;
 pub mod layout;
 pub mod lease;
+mod percent;
 pub mod runtime;
 pub mod static_slot;
 pub mod store;

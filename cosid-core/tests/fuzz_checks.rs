@@ -85,3 +85,56 @@ proptest! {
         checks::credentials(&data);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1500))]
+
+    #[test]
+    fn store_url_on_arbitrary_bytes(data in prop::collection::vec(any::<u8>(), 0..60)) {
+        checks::store_url(&data);
+    }
+
+    /// URL-shaped text: user, password with stray and partial escapes and multi-byte
+    /// characters, hosts, ports, a path and query parameters.
+    #[test]
+    fn store_url_on_url_like_text(sel in any::<u8>(), text in
+        "([a-z%]{0,4}(:[a-zé%0-9A-F@/?]{0,8})?@)?[a-z0-9.\\[\\]:,]{0,16}(/[a-z]{0,4})?(\\?[a-z]{0,12}=[a-z%é0-9/]{0,8}(&[a-z]{0,12}=[a-z%0-9]{0,4})?)?"
+    ) {
+        let mut data = vec![sel];
+        data.extend_from_slice(text.as_bytes());
+        checks::store_url(&data);
+    }
+}
+
+#[cfg(any(feature = "redis", feature = "etcd"))]
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    #[test]
+    fn decode_slot_on_arbitrary_bytes(data in prop::collection::vec(any::<u8>(), 0..120)) {
+        checks::decode_slot(&data);
+    }
+
+    /// A record a store wrote, with one byte changed, removed or repeated.
+    #[test]
+    fn decode_slot_on_damaged_records(
+        slot in 0u32..1024, fence in any::<u64>(), floor in any::<i64>(),
+        owner in proptest::option::of("[ -~é%]{0,12}"),
+        at in any::<prop::sample::Index>(), byte in any::<u8>(), how in 0u8..3,
+    ) {
+        use cosid_core::lease::{Owner, SlotRecord};
+        let mut rec = SlotRecord::vacant(slot);
+        rec.owner = owner.map(Owner::new);
+        rec.fence = fence;
+        rec.floor = floor;
+        let mut text = cosid_core::store::fuzzing::encode_slot(&rec).into_bytes();
+        checks::decode_slot(&text);
+        let i = at.index(text.len());
+        match how {
+            0 => text[i] = byte,
+            1 => { text.remove(i); }
+            _ => text.insert(i, text[i]),
+        }
+        checks::decode_slot(&text);
+    }
+}

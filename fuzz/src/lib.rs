@@ -281,3 +281,68 @@ pub fn credential_hidden(sel: u8, password: &str) {
         }
     }
 }
+
+/// The schemes [`store_url`] puts in front of its input (the first byte chooses).
+const STORE_SCHEMES: [&str; 9] = [
+    "redis://",
+    "rediss://",
+    "postgres://",
+    "postgresql://",
+    "etcd://",
+    "etcds://",
+    "memory:",
+    "sqlite://",
+    "",
+];
+
+/// A store URL, through the URL parser and (except SQLite, which would create a file) the store
+/// opener, which parses every part of it without connecting: each either accepts it or fails
+/// with a configuration error; nothing panics.
+pub fn store_url(data: &[u8]) {
+    use cosid_core::store::StoreUrl;
+    let Some((&sel, rest)) = data.split_first() else {
+        return;
+    };
+    let text = format!(
+        "{}{}",
+        STORE_SCHEMES[sel as usize % STORE_SCHEMES.len()],
+        String::from_utf8_lossy(rest)
+    );
+    let config_error = |what: &str, e: cosid_core::Error| {
+        assert_eq!(
+            e.kind(),
+            ErrorKind::Config,
+            "{what}({text:?}) failed with {e}"
+        );
+        assert!(!e.message().is_empty());
+    };
+    match StoreUrl::parse(&text) {
+        Ok(StoreUrl::Sqlite { .. }) => {}
+        Ok(_) => {
+            if let Err(e) = cosid_core::store::open(&text) {
+                config_error("store::open", e);
+            }
+        }
+        Err(e) => config_error("StoreUrl::parse", e),
+    }
+}
+
+/// A slot record as Redis and etcd keep it: read either to a record that writes back to text
+/// reading as the same record, or refused with a store error (a record this version cannot
+/// read); nothing panics.
+#[cfg(any(feature = "redis", feature = "etcd"))]
+pub fn decode_slot(data: &[u8]) {
+    use cosid_core::store::fuzzing;
+    match fuzzing::decode_slot(data) {
+        Ok(rec) => {
+            let text = fuzzing::encode_slot(&rec);
+            let again = fuzzing::decode_slot(text.as_bytes())
+                .unwrap_or_else(|e| panic!("{text:?}, written from {rec:?}, does not read: {e}"));
+            assert_eq!(again, rec, "{text:?}");
+        }
+        Err(e) => {
+            assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+            assert!(!e.message().is_empty());
+        }
+    }
+}

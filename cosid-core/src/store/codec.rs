@@ -209,7 +209,7 @@ impl<'a> Fields<'a> {
     }
 
     fn text(&self, name: &str, value: &str) -> Result<String> {
-        percent_decode(value).ok_or_else(|| {
+        crate::percent::decode(value).ok_or_else(|| {
             bad(
                 self.place,
                 &format!("{name}={value} is not percent-encoded UTF-8"),
@@ -218,34 +218,13 @@ impl<'a> Fields<'a> {
     }
 }
 
-fn percent_encode(s: &str, out: &mut String) {
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.:/@+".contains(&b) {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
+/// The bytes an owner key keeps as they are in a record line; every other is `%XX`.
+fn kept_in_records(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-_.:/@+".contains(&b)
 }
 
-fn percent_decode(s: &str) -> Option<String> {
-    if !s.contains('%') {
-        return Some(s.to_string());
-    }
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
+fn percent_encode(s: &str, out: &mut String) {
+    crate::percent::encode(s, kept_in_records, out)
 }
 
 #[cfg(test)]

@@ -159,7 +159,15 @@ fn parse(raw: &str, name: &str) -> Result<Parsed> {
             let (name, password) = u
                 .split_once(':')
                 .ok_or_else(|| bad("has a user without a password"))?;
-            Some((percent_decode(name), percent_decode(password)))
+            let decode = |part: &str| {
+                crate::percent::decode(part).ok_or_else(|| {
+                    bad(
+                        "has a user name or password that is not percent-encoded UTF-8 (every \
+                         '%' must start two hex digits, e.g. %40 for '@')",
+                    )
+                })
+            };
+            Some((decode(name)?, decode(password)?))
         }
     };
     let (path, query) = tail.split_once('?').unwrap_or((tail, ""));
@@ -169,7 +177,13 @@ fn parse(raw: &str, name: &str) -> Result<Parsed> {
     let mut cacert = None;
     for kv in query.split('&').filter(|kv| !kv.is_empty()) {
         match kv.split_once('=') {
-            Some(("cacert", v)) => cacert = Some(percent_decode(v)),
+            Some(("cacert", v)) => {
+                cacert =
+                    Some(crate::percent::decode(v).ok_or_else(|| {
+                        bad("has a cacert= that is not percent-encoded UTF-8 (every '%' must start \
+                         two hex digits)")
+                    })?)
+            }
             // Not echoed: the parameter may be a credential.
             _ => return Err(bad("has a parameter other than cacert=")),
         }
@@ -203,24 +217,6 @@ fn parse(raw: &str, name: &str) -> Result<Parsed> {
         endpoints,
         cacert,
     })
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A member of the cluster from one of [`Parsed::endpoints`] (`http://host:port`).
@@ -668,6 +664,22 @@ mod tests {
                 crate::error::ErrorKind::Config,
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn credentials_that_are_not_percent_encoded_are_refused_without_showing_them() {
+        // "%a" and then a two-byte character: once a panic, slicing through the character.
+        for bad in [
+            "etcd://root:x%a\u{e9}SECRET@h",
+            "etcd://r%zz:SECRET@h",
+            "etcd://root:SECRET%C3@h",
+            "etcds://root:SECRET@h/?cacert=%a\u{e9}",
+        ] {
+            let e = parse(bad, "shown").unwrap_err();
+            assert_eq!(e.kind(), crate::error::ErrorKind::Config, "{bad}");
+            assert!(e.message().contains("percent-encoded"), "{e}");
+            assert!(!e.to_string().contains("SECRET"), "{e}");
         }
     }
 

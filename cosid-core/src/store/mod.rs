@@ -35,6 +35,25 @@ mod url;
 
 pub use url::StoreUrl;
 
+/// The record codec of the stores that keep records as text (Redis, etcd), for the fuzz targets
+/// and their proptest drivers. Not a stable API.
+#[cfg(any(feature = "redis", feature = "etcd"))]
+#[doc(hidden)]
+pub mod fuzzing {
+    use crate::error::Result;
+    use crate::lease::SlotRecord;
+
+    /// Reads a slot record as a store would (an error for anything else than a record).
+    pub fn decode_slot(text: &[u8]) -> Result<SlotRecord> {
+        super::codec::decode_slot(text, "the input")
+    }
+
+    /// Writes a slot record as a store would.
+    pub fn encode_slot(rec: &SlotRecord) -> String {
+        super::codec::encode_slot(rec)
+    }
+}
+
 /// A namespace snapshot: its record (if any) and every slot record, read at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NamespaceSnapshot {

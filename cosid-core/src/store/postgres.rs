@@ -192,7 +192,7 @@ impl PostgresStore {
             )));
         };
         let name = url.redacted();
-        let (rest, sslmode, rootcert) = take_tls_params(raw);
+        let (rest, sslmode, rootcert) = take_tls_params(raw, &name)?;
         let mut config = tokio_postgres::Config::from_str(&rest).map_err(|_| {
             // The parser's message may quote the URL: name it redacted instead.
             Error::config(format!(
@@ -436,9 +436,9 @@ fn pg_message(e: &tokio_postgres::Error) -> String {
 
 /// Splits `sslmode` and `sslrootcert` off the URL's query (tokio-postgres knows neither
 /// `verify-ca`/`verify-full` nor `sslrootcert`).
-fn take_tls_params(url: &str) -> (String, Option<String>, Option<String>) {
+fn take_tls_params(url: &str, name: &str) -> Result<(String, Option<String>, Option<String>)> {
     let Some((head, query)) = url.split_once('?') else {
-        return (url.to_string(), None, None);
+        return Ok((url.to_string(), None, None));
     };
     let mut mode = None;
     let mut root = None;
@@ -446,7 +446,14 @@ fn take_tls_params(url: &str) -> (String, Option<String>, Option<String>) {
     for kv in query.split('&').filter(|kv| !kv.is_empty()) {
         match kv.split_once('=') {
             Some(("sslmode", v)) => mode = Some(v.to_ascii_lowercase()),
-            Some(("sslrootcert", v)) => root = Some(percent_decode(v)),
+            Some(("sslrootcert", v)) => {
+                root = Some(crate::percent::decode(v).ok_or_else(|| {
+                    Error::config(format!(
+                        "store URL '{name}' has an sslrootcert that is not percent-encoded \
+                         UTF-8 (every '%' must start two hex digits)"
+                    ))
+                })?)
+            }
             _ => kept.push(kv),
         }
     }
@@ -455,25 +462,7 @@ fn take_tls_params(url: &str) -> (String, Option<String>, Option<String>) {
     } else {
         format!("{head}?{}", kept.join("&"))
     };
-    (rest, mode, root)
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    Ok((rest, mode, root))
 }
 
 fn provider() -> Arc<CryptoProvider> {
@@ -820,14 +809,26 @@ mod tests {
     #[test]
     fn tls_parameters_are_taken_off_the_url() {
         let (rest, mode, root) =
-            take_tls_params("postgres://u:p@h/db?sslmode=verify-full&application_name=x&sslrootcert=%2Fetc%2Fca.pem");
+            take_tls_params("postgres://u:p@h/db?sslmode=verify-full&application_name=x&sslrootcert=%2Fetc%2Fca.pem", "n").unwrap();
         assert_eq!(rest, "postgres://u:p@h/db?application_name=x");
         assert_eq!(mode.as_deref(), Some("verify-full"));
         assert_eq!(root.as_deref(), Some("/etc/ca.pem"));
         assert_eq!(
-            take_tls_params("postgres://h/db"),
+            take_tls_params("postgres://h/db", "n").unwrap(),
             ("postgres://h/db".to_string(), None, None)
         );
+    }
+
+    #[test]
+    fn an_sslrootcert_that_is_not_percent_encoded_is_refused_naming_the_parameter() {
+        // "%a" and then a two-byte character: once a panic, slicing through the character.
+        for bad in ["%a\u{e9}.pem", "%zz.pem", "%C3.pem"] {
+            let url = format!("postgres://u:hunter2@h/db?sslrootcert={bad}");
+            let e = PostgresStore::open(&StoreUrl::parse(&url).unwrap()).unwrap_err();
+            assert_eq!(e.kind(), crate::error::ErrorKind::Config, "{e}");
+            assert!(e.message().contains("sslrootcert"), "{e}");
+            assert!(!e.to_string().contains("hunter2"), "{e}");
+        }
     }
 
     #[test]
