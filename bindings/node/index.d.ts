@@ -6,41 +6,6 @@
  * slot, with the same id methods as the runtime.
  */
 export declare class Generator {
-  /** The generator's name. */
-  get name(): string
-  /** One id, now; throws instead of waiting (see `Runtime.next`). */
-  next(): bigint
-  /** One id, waiting off the event loop (up to `max-wait`) when the window requires it. */
-  nextAsync(): Promise<bigint>
-  /** `n` ids (0 to 65536), now, in one `BigUint64Array`. */
-  nextBatch(n: number): BigUint64Array
-  /** `n` ids (0 to 4194304), waiting off the event loop when the window requires it. */
-  nextBatchAsync(n: number): Promise<BigUint64Array>
-  /** One id as fixed-width base-62 text. */
-  nextString(): string
-  /** Takes an id of this generator's layout apart. */
-  parse(id: bigint): IdInfo
-}
-
-/**
- * A running id source: a slot (leased from the store, or static), its keeper, and its
- * generators. Make one with `await Runtime.create(config)`; end it with `await rt.close()`.
- *
- * Ids of one generator are unique across every process and thread of the namespace, and
- * strictly increase within one binding of the slot. `next()` and the other synchronous methods
- * never wait on the store; the `...Async` methods wait off the event loop. Each worker thread
- * creates its own runtime (each holds its own slot).
- */
-export declare class Runtime {
-  /**
-   * Creates a runtime: reads the configuration, opens the store and acquires a slot, off the
-   * event loop. `config` is a YAML or JSON document, a path to a configuration file, or an
-   * object of the same shape (`{ cosid: { namespace: 'orders', machine: { lease: { store:
-   * 'sqlite:///var/lib/cosid/slots.db' } } } }`); none is the embedded default
-   * (`$XDG_STATE_HOME/cosid/slots.db`). Rejects with `COSID_ERR_CONFIG`, `COSID_ERR_STORE`,
-   * `COSID_ERR_EXHAUSTED`, `COSID_ERR_NAMESPACE_MISMATCH`, ... or a `TypeError`.
-   */
-  static create(config?: string | Record<string, unknown> | null): Promise<Runtime>
   /**
    * One id, now. Never waits on the store: throws `COSID_ERR_WINDOW_CLOSED` (the window's
    * ceiling is reached and not yet extended), `COSID_ERR_SLOT_LOST`, `COSID_ERR_CLOSED`, ...
@@ -58,8 +23,50 @@ export declare class Runtime {
   nextBatchAsync(n: number): Promise<BigUint64Array>
   /** One id as fixed-width base-62 text (11 characters of `0-9A-Za-z`, ordered like the ids). */
   nextString(): string
-  /** Takes an id of this runtime's layout apart. */
+  /** Takes an id of this layout apart. */
   parse(id: bigint): IdInfo
+  /** The generator's name. */
+  get name(): string
+}
+
+/**
+ * A running id source: a slot (leased from the store, or static), its keeper, and its
+ * generators. Make one with `await Runtime.create(config)`; end it with `await rt.close()`.
+ *
+ * Ids of one generator are unique across every process and thread of the namespace, and
+ * strictly increase within one binding of the slot. `next()` and the other synchronous methods
+ * never wait on the store; the `...Async` methods wait off the event loop. Each worker thread
+ * creates its own runtime (each holds its own slot).
+ */
+export declare class Runtime {
+  /**
+   * One id, now. Never waits on the store: throws `COSID_ERR_WINDOW_CLOSED` (the window's
+   * ceiling is reached and not yet extended), `COSID_ERR_SLOT_LOST`, `COSID_ERR_CLOSED`, ...
+   * at once; `nextAsync()` waits instead.
+   */
+  next(): bigint
+  /** One id, waiting off the event loop (up to `max-wait`) when the window requires it. */
+  nextAsync(): Promise<bigint>
+  /**
+   * `n` ids (0 to 65536), now, in one `BigUint64Array`; consecutive ids of one time unit are
+   * reserved in one atomic step. Throws like `next()`.
+   */
+  nextBatch(n: number): BigUint64Array
+  /** `n` ids (0 to 4194304), waiting off the event loop when the window requires it. */
+  nextBatchAsync(n: number): Promise<BigUint64Array>
+  /** One id as fixed-width base-62 text (11 characters of `0-9A-Za-z`, ordered like the ids). */
+  nextString(): string
+  /** Takes an id of this layout apart. */
+  parse(id: bigint): IdInfo
+  /**
+   * Creates a runtime: reads the configuration, opens the store and acquires a slot, off the
+   * event loop. `config` is a YAML or JSON document, a path to a configuration file, or an
+   * object of the same shape (`{ cosid: { namespace: 'orders', machine: { lease: { store:
+   * 'sqlite:///var/lib/cosid/slots.db' } } } }`); none is the embedded default
+   * (`$XDG_STATE_HOME/cosid/slots.db`). Rejects with `COSID_ERR_CONFIG`, `COSID_ERR_STORE`,
+   * `COSID_ERR_EXHAUSTED`, `COSID_ERR_NAMESPACE_MISMATCH`, ... or a `TypeError`.
+   */
+  static create(config?: string | Record<string, unknown> | null): Promise<Runtime>
   /**
    * The generator called `name` (created on first use), sharing this runtime's slot. Each
    * name is its own id space. `''` is the default generator. Keep the returned object: each
@@ -118,38 +125,39 @@ export interface IdLayout {
   sequenceBits: number
 }
 
-/** An empty native call, through the same dispatch as `next()`: the floor of the benchmarks. */
-export declare function noop(): void
-
 /**
- * What a listener receives. `type` names the event; the other fields are set for the events
- * that have them.
+ * What a listener receives: the core's event vocabulary, the same names as the C struct's
+ * members and Python's `Event` attributes. This declaration gives `index.d.ts` its type; the
+ * object itself is built from the core's `Event::fields` ([`JsEvent`]), so its keys cannot
+ * differ from the core's. A field that does not belong to the event's kind is absent.
  */
 export interface RuntimeEvent {
   /**
-   * `slot_acquired`, `slot_lost`, `duplicate_owner_key`, `clock_skew`, `renewal_failed`,
-   * `store_reset`, `acquire_failed` or `slot_released`.
+   * The event's kind: `slot_acquired`, `slot_lost`, `duplicate_owner_key`, `clock_skew`,
+   * `renewal_failed`, `store_reset`, `acquire_failed` or `slot_released`.
    */
-  type: 'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released'
-  /** A readable one-line description. */
+  kind: 'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released'
+  /** The whole event as one English line. */
   message: string
-  /** The slot concerned (all but `clock_skew` and `acquire_failed`). */
+  /** The slot concerned (every kind but `clock_skew` and `acquire_failed`). */
   slot?: number
-  /** `slot_acquired`: the fence of this ownership. */
+  /** `slot_acquired`: the fence of the new ownership. */
   fence?: number
-  /** `slot_acquired`: the window's excluded lower bound, ms since the Unix epoch. */
-  floor?: number
-  /** `slot_acquired`: the window's included upper bound, ms since the Unix epoch. */
-  ceiling?: number
-  /** `slot_released`: the floor handed to the next holder, ms since the Unix epoch. */
-  nextFloor?: number
-  /** `clock_skew`: local clock minus store clock, ms. */
-  skewMs?: number
-  /** `renewal_failed`: consecutive failures so far. */
+  /** `slot_acquired`: the window's lower bound (excluded), ms since the Unix epoch. */
+  floor_ms?: number
+  /** `slot_acquired`: the window's upper bound (included), ms since the Unix epoch. */
+  ceiling_ms?: number
+  /** `slot_released`: the floor the slot's next holder gets, ms since the Unix epoch. */
+  next_floor_ms?: number
+  /** `clock_skew`: this host's clock minus the store's, ms (positive: this host is ahead). */
+  skew_ms?: number
+  /** `renewal_failed`: consecutive failures so far (1 the first time). */
   attempt?: number
-  /** `slot_lost`: why; `renewal_failed`, `acquire_failed`: the store's error. */
+  /** `slot_lost`: why the lease was lost. */
   reason?: string
-  /** `duplicate_owner_key`: the owner key held twice. */
+  /** `renewal_failed`, `acquire_failed`: the error. */
+  error?: string
+  /** `duplicate_owner_key`: the owner key that two live runtimes hold. */
   key?: string
 }
 

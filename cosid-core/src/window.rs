@@ -272,6 +272,56 @@ mod tests {
     }
 
     #[test]
+    fn a_write_marks_the_window_as_being_written_while_it_runs() {
+        let w = Window::new();
+        let mut during = None;
+        w.write(|w| during = Some(w.seq.load(Ordering::Relaxed)));
+        assert_eq!(during.map(|s| s & 1), Some(1), "odd while writing");
+        assert_eq!(w.seq.load(Ordering::Relaxed), 2, "even once written");
+    }
+
+    #[test]
+    fn a_reader_waits_for_a_write_of_its_own_process_to_finish() {
+        use std::sync::Arc;
+        let w = Arc::new(Window::bound(1, 10, 20));
+        let s = w.seq.load(Ordering::Relaxed);
+        // A writer of this process half-way through a rebinding to slot 2.
+        w.seq.store(s + 1, Ordering::Relaxed);
+        let writer = std::thread::spawn({
+            let w = w.clone();
+            move || {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                w.slot.store(2, Ordering::Relaxed);
+                w.floor.store(30, Ordering::Relaxed);
+                w.ceiling.store(40, Ordering::Relaxed);
+                w.seq.store(s + 2, Ordering::Release);
+            }
+        });
+        let b = w.read();
+        writer.join().unwrap();
+        assert_eq!(
+            (b.slot, b.floor, b.ceiling),
+            (2, 30, 40),
+            "waited for the write"
+        );
+        assert_eq!(b.status, WindowStatus::Active);
+    }
+
+    #[test]
+    fn a_write_left_in_progress_by_another_process_reads_as_foreign() {
+        let w = Window::bound(1, 10, 20);
+        let s = w.seq.load(Ordering::Relaxed);
+        // The parent's keeper was writing when the fork happened: its generation, not ours.
+        let parent = crate::fork::current().wrapping_add(1);
+        w.process.store(parent, Ordering::Relaxed);
+        w.seq.store(s + 1, Ordering::Relaxed);
+        let b = w.read();
+        assert_eq!(b.status, WindowStatus::Unbound, "never issued from");
+        assert_eq!(b.process, parent);
+        assert!(b.floor > b.ceiling, "an empty window");
+    }
+
+    #[test]
     fn readers_never_see_a_torn_binding() {
         use std::sync::atomic::{AtomicBool, AtomicU64};
         use std::sync::Arc;

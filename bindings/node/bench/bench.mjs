@@ -1,8 +1,12 @@
 // The Node benchmark: cosid's next() beside crypto.randomUUID(), uuid v7(), @sapphire/snowflake,
 // nodejs-snowflake and the floor (an empty native call), all in one run.
 //
-//   cd bindings/node && npm ci && npx napi build --platform --release --no-js
+//   cd bindings/node && npm ci && npx napi build --platform --release --no-js --features bench-hooks
 //   node bench/bench.mjs            # COSID_BENCH_QUICK=1 for a short smoke run
+//
+// The floor needs the addon's benchmark hooks (the `bench-hooks` cargo feature: a hidden
+// `__bench` export of the native addon, never in a published build); rebuild without the
+// feature afterwards if this folder's addon is used for anything else.
 //
 // Per-call cases: the best and the median of BURSTS bursts of CALLS back-to-back calls (after a
 // warm-up), in ns per call; batch cases: per id. The best burst is the cost of the call itself on
@@ -12,10 +16,21 @@
 import { createRequire } from 'node:module'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir, cpus, loadavg } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 
 const require = createRequire(import.meta.url)
-const { Runtime, noop } = require('..')
+const { Runtime } = require('..')
+const { binaryName } = require('../platform.js')
+// The development build in the package folder, the one `require('..')` loads.
+const noop = require(join(dirname(fileURLToPath(import.meta.url)), '..', binaryName())).__bench?.noop
+if (typeof noop !== 'function') {
+  console.error(
+    'bench: the addon has no benchmark hooks; build it with: ' +
+      'npx napi build --platform --release --no-js --features bench-hooks',
+  )
+  process.exit(1)
+}
 const { v7: uuidv7 } = await import('uuid')
 const { Snowflake: SapphireSnowflake } = require('@sapphire/snowflake')
 const { Snowflake: WasmSnowflake } = require('nodejs-snowflake')

@@ -12,30 +12,16 @@ use std::ptr;
 
 /// The code of a bad argument (a `TypeError` or `RangeError` carries it too).
 pub(crate) const INVALID_ARGUMENT: &str = "COSID_ERR_INVALID_ARGUMENT";
-/// The code of a failure inside Node-API itself (out of memory, an environment tearing down)
-/// or of a core error kind this build has no name for (the C API's name for the same).
+/// The code of a failure inside Node-API itself (out of memory, an environment tearing down):
+/// the C API's name for the same.
 pub(crate) const INTERNAL: &str = "COSID_ERR_INTERNAL";
 /// The code of a panic stopped at the JavaScript boundary (a bug; the C API's name).
 pub(crate) const PANIC: &str = "COSID_ERR_PANIC";
 
-/// The C API status name of a core error kind.
+/// The code of a core error kind: its C API status name, from the core's table
+/// (`ErrorKind::status_name`), the same name as C's status and Python's `status`.
 pub(crate) fn code(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::Config => "COSID_ERR_CONFIG",
-        ErrorKind::Store => "COSID_ERR_STORE",
-        ErrorKind::WindowClosed => "COSID_ERR_WINDOW_CLOSED",
-        ErrorKind::SlotLost => "COSID_ERR_SLOT_LOST",
-        ErrorKind::ClockBehind => "COSID_ERR_CLOCK_BEHIND",
-        ErrorKind::Timeout => "COSID_ERR_TIMEOUT",
-        ErrorKind::Closed => "COSID_ERR_CLOSED",
-        ErrorKind::Forked => "COSID_ERR_FORKED",
-        ErrorKind::InvalidArgument => INVALID_ARGUMENT,
-        ErrorKind::Exhausted => "COSID_ERR_EXHAUSTED",
-        ErrorKind::NamespaceMismatch => "COSID_ERR_NAMESPACE_MISMATCH",
-        ErrorKind::StateFile => "COSID_ERR_STATE_FILE",
-        // A kind added to the core after this binding was written.
-        _ => INTERNAL,
-    }
+    kind.status_name()
 }
 
 /// Why a call failed, before it becomes a JavaScript value.
@@ -107,6 +93,8 @@ pub(crate) fn napi_failure(env: sys::napi_env, status: sys::napi_status, what: &
 macro_rules! check {
     ($env:expr, $call:expr, $what:expr) => {{
         #[allow(unused_unsafe)]
+        // SAFETY: every caller passes a Node-API call whose `env` is the live environment of
+        // the calling JavaScript thread and whose pointers are locals valid for the call.
         let status = unsafe { $call };
         if status == napi::sys::Status::napi_ok {
             Ok(())
@@ -149,11 +137,14 @@ impl Failure {
     /// `env` is the live environment of the calling JavaScript thread.
     pub(crate) unsafe fn throw(self, env: sys::napi_env) {
         let mut pending = false;
+        // SAFETY: `env` is live on this thread (the caller's contract); `pending` is a local.
         unsafe { sys::napi_is_exception_pending(env, &mut pending) };
         if pending {
             return;
         }
+        // SAFETY: the same contract as this function's.
         if let Some(error) = unsafe { self.to_js(env) } {
+            // SAFETY: `error` was just created in `env`, live on this thread.
             unsafe { sys::napi_throw(env, error) };
         }
     }
@@ -164,11 +155,13 @@ impl Failure {
     /// # Safety
     /// `env` is the live environment of the calling JavaScript thread.
     pub(crate) unsafe fn into_rejection(self, env: sys::napi_env) -> napi::Error {
+        // SAFETY: the same contract as this function's.
         let value = match unsafe { self.to_js(env) } {
             Some(v) => v,
             None => {
                 // A pending exception (or none could be built): reject with it.
                 let mut v = ptr::null_mut();
+                // SAFETY: `env` is live on this thread (the caller's contract); `v` is a local.
                 unsafe { sys::napi_get_and_clear_last_exception(env, &mut v) };
                 v
             }
@@ -205,10 +198,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_kind_has_a_c_style_name_derived_from_the_kind() {
+    fn every_kind_has_the_cores_status_name() {
         for kind in ErrorKind::ALL {
-            let c = code(kind);
-            assert_eq!(c, format!("COSID_ERR_{}", kind.name().to_uppercase()));
+            assert_eq!(code(kind), kind.status_name());
+            assert_eq!(
+                code(kind),
+                format!("COSID_ERR_{}", kind.name().to_uppercase())
+            );
         }
+        assert_eq!(code(ErrorKind::InvalidArgument), INVALID_ARGUMENT);
     }
 }

@@ -4,117 +4,98 @@
 //! alive. The keeper calls them without blocking; `close()` drops them once the slot is
 //! released (the `slot_released` event is already queued by then and is still delivered).
 
+use crate::error::Res;
+use crate::raw;
+use cosid_core::lease::events::{FieldValue, EVENT_KINDS};
 use cosid_core::Event;
-use napi::bindgen_prelude::Function;
+use napi::bindgen_prelude::{Function, ToNapiValue};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use napi::Status;
+use napi::{sys, Status};
 use napi_derive::napi;
 use std::sync::Mutex;
 
-/// The events a listener can subscribe to; `*` is every event.
-pub(crate) const NAMES: [&str; 9] = [
-    "slot_acquired",
-    "slot_lost",
-    "duplicate_owner_key",
-    "clock_skew",
-    "renewal_failed",
-    "store_reset",
-    "acquire_failed",
-    "slot_released",
-    "*",
-];
+/// The names a listener can subscribe to: the core's event kinds, and `*` for every event.
+pub(crate) fn names() -> impl Iterator<Item = &'static str> {
+    EVENT_KINDS.iter().map(|k| k.name).chain(["*"])
+}
 
-/// What a listener receives. `type` names the event; the other fields are set for the events
-/// that have them.
-#[napi(object, object_from_js = false)]
+/// What a listener receives: the core's event vocabulary, the same names as the C struct's
+/// members and Python's `Event` attributes. This declaration gives `index.d.ts` its type; the
+/// object itself is built from the core's `Event::fields` ([`JsEvent`]), so its keys cannot
+/// differ from the core's. A field that does not belong to the event's kind is absent.
+#[napi(object, object_from_js = false, object_to_js = false)]
+#[allow(dead_code)]
 pub struct RuntimeEvent {
-    /// `slot_acquired`, `slot_lost`, `duplicate_owner_key`, `clock_skew`, `renewal_failed`,
-    /// `store_reset`, `acquire_failed` or `slot_released`.
+    /// The event's kind: `slot_acquired`, `slot_lost`, `duplicate_owner_key`, `clock_skew`,
+    /// `renewal_failed`, `store_reset`, `acquire_failed` or `slot_released`.
     #[napi(
-        js_name = "type",
         ts_type = "'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released'"
     )]
     pub kind: String,
-    /// A readable one-line description.
+    /// The whole event as one English line.
     pub message: String,
-    /// The slot concerned (all but `clock_skew` and `acquire_failed`).
+    /// The slot concerned (every kind but `clock_skew` and `acquire_failed`).
     pub slot: Option<u32>,
-    /// `slot_acquired`: the fence of this ownership.
+    /// `slot_acquired`: the fence of the new ownership.
     pub fence: Option<f64>,
-    /// `slot_acquired`: the window's excluded lower bound, ms since the Unix epoch.
-    pub floor: Option<f64>,
-    /// `slot_acquired`: the window's included upper bound, ms since the Unix epoch.
-    pub ceiling: Option<f64>,
-    /// `slot_released`: the floor handed to the next holder, ms since the Unix epoch.
-    pub next_floor: Option<f64>,
-    /// `clock_skew`: local clock minus store clock, ms.
+    /// `slot_acquired`: the window's lower bound (excluded), ms since the Unix epoch.
+    #[napi(js_name = "floor_ms")]
+    pub floor_ms: Option<f64>,
+    /// `slot_acquired`: the window's upper bound (included), ms since the Unix epoch.
+    #[napi(js_name = "ceiling_ms")]
+    pub ceiling_ms: Option<f64>,
+    /// `slot_released`: the floor the slot's next holder gets, ms since the Unix epoch.
+    #[napi(js_name = "next_floor_ms")]
+    pub next_floor_ms: Option<f64>,
+    /// `clock_skew`: this host's clock minus the store's, ms (positive: this host is ahead).
+    #[napi(js_name = "skew_ms")]
     pub skew_ms: Option<f64>,
-    /// `renewal_failed`: consecutive failures so far.
+    /// `renewal_failed`: consecutive failures so far (1 the first time).
     pub attempt: Option<u32>,
-    /// `slot_lost`: why; `renewal_failed`, `acquire_failed`: the store's error.
+    /// `slot_lost`: why the lease was lost.
     pub reason: Option<String>,
-    /// `duplicate_owner_key`: the owner key held twice.
+    /// `renewal_failed`, `acquire_failed`: the error.
+    pub error: Option<String>,
+    /// `duplicate_owner_key`: the owner key that two live runtimes hold.
     pub key: Option<String>,
 }
 
-impl RuntimeEvent {
-    fn from_core(e: &Event) -> Self {
-        let mut out = RuntimeEvent {
-            kind: e.name().to_string(),
-            message: e.to_string(),
-            slot: None,
-            fence: None,
-            floor: None,
-            ceiling: None,
-            next_floor: None,
-            skew_ms: None,
-            attempt: None,
-            reason: None,
-            key: None,
-        };
-        match e {
-            Event::SlotAcquired {
-                slot,
-                fence,
-                floor,
-                ceiling,
-            } => {
-                out.slot = Some(*slot);
-                out.fence = Some(*fence as f64);
-                out.floor = Some(*floor as f64);
-                out.ceiling = Some(*ceiling as f64);
-            }
-            Event::SlotLost { slot, reason } => {
-                out.slot = Some(*slot);
-                out.reason = Some(reason.clone());
-            }
-            Event::DuplicateOwnerKey { slot, key } => {
-                out.slot = Some(*slot);
-                out.key = Some(key.clone());
-            }
-            Event::ClockSkew { skew_ms } => out.skew_ms = Some(*skew_ms as f64),
-            Event::RenewalFailed {
-                slot,
-                attempt,
-                error,
-            } => {
-                out.slot = Some(*slot);
-                out.attempt = Some(*attempt);
-                out.reason = Some(error.clone());
-            }
-            Event::StoreReset { slot } => out.slot = Some(*slot),
-            Event::AcquireFailed { error } => out.reason = Some(error.clone()),
-            Event::SlotReleased { slot, next_floor } => {
-                out.slot = Some(*slot);
-                out.next_floor = Some(*next_floor as f64);
-            }
-            _ => {}
+/// An event as the JavaScript object a listener receives: `kind`, `message` and the event's
+/// fields under the core's names (numbers as `number`: slots, fences and milliseconds since the
+/// epoch are far below 2^53).
+pub(crate) struct JsEvent(pub(crate) Event);
+
+impl JsEvent {
+    fn build(&self, env: sys::napi_env) -> Res<sys::napi_value> {
+        let obj = raw::object(env)?;
+        let text = |s: &str| raw::utf8_string(env, s);
+        raw::set_named(env, obj, "kind", text(self.0.kind_name())?)?;
+        raw::set_named(env, obj, "message", text(&self.0.to_string())?)?;
+        for (name, value) in self.0.fields() {
+            let v = match value {
+                FieldValue::U32(n) => raw::number(env, n.into())?,
+                FieldValue::U64(n) => raw::number(env, n as f64)?,
+                FieldValue::I64(n) => raw::number(env, n as f64)?,
+                FieldValue::Text(t) => text(t)?,
+            };
+            raw::set_named(env, obj, name, v)?;
         }
-        out
+        Ok(obj)
     }
 }
 
-type Listener = ThreadsafeFunction<Event, (), RuntimeEvent, Status, false, true>;
+impl ToNapiValue for JsEvent {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> napi::Result<sys::napi_value> {
+        val.build(env).map_err(|f| {
+            napi::Error::new(
+                Status::GenericFailure,
+                format!("cosid: event object: {f:?}"),
+            )
+        })
+    }
+}
+
+type Listener = ThreadsafeFunction<Event, (), JsEvent, Status, false, true>;
 /// A listener and the one event it wants (`None`: every event).
 type Subscription = (Option<&'static str>, Listener);
 
@@ -131,17 +112,17 @@ impl Listeners {
         }
     }
 
-    /// Adds `listener` for `event` (a name from [`NAMES`]). False once the runtime is closed.
+    /// Adds `listener` for `event` (a name from [`names`]). False once the runtime is closed.
     pub(crate) fn add(
         &self,
         event: &'static str,
-        listener: Function<'_, RuntimeEvent, ()>,
+        listener: Function<'_, JsEvent, ()>,
     ) -> napi::Result<bool> {
         let tsfn: Listener = listener
             .build_threadsafe_function::<Event>()
             .weak::<true>()
             .callee_handled::<false>()
-            .build_callback(|ctx| Ok(RuntimeEvent::from_core(&ctx.value)))?;
+            .build_callback(|ctx| Ok(JsEvent(ctx.value)))?;
         let mut list = self.list.lock().unwrap_or_else(|p| p.into_inner());
         match list.as_mut() {
             Some(l) => {
@@ -156,7 +137,7 @@ impl Listeners {
     pub(crate) fn emit(&self, event: &Event) {
         let list = self.list.lock().unwrap_or_else(|p| p.into_inner());
         for (filter, tsfn) in list.iter().flatten() {
-            if filter.is_none_or(|f| f == event.name()) {
+            if filter.is_none_or(|f| f == event.kind_name()) {
                 let _ = tsfn.call(event.clone(), ThreadsafeFunctionCallMode::NonBlocking);
             }
         }

@@ -21,12 +21,13 @@
 mod config;
 mod error;
 mod events;
+mod methods;
 mod offload;
 mod ops;
 mod raw;
 
 use crate::error::{coded, throwing, type_error, Res};
-use crate::events::{Listeners, RuntimeEvent, NAMES};
+use crate::events::{JsEvent, Listeners};
 use crate::ops::GenCtx;
 use crate::raw::{type_name, type_of, Raw};
 use cosid_core::ErrorKind;
@@ -172,7 +173,7 @@ fn make_runtime(
         listeners,
     };
     let obj = js.into_instance(&Env::from_raw(env))?.value;
-    ops::install_methods(env, obj, &ctx)?;
+    methods::install_methods(env, obj, &ctx)?;
     Ok(obj)
 }
 
@@ -180,7 +181,7 @@ fn make_generator(env: sys::napi_env, gen: Arc<cosid_core::Generator>) -> Res<sy
     let ctx = GenCtx::new(gen);
     let js = Generator { ctx: ctx.clone() };
     let obj = js.into_instance(&Env::from_raw(env))?.value;
-    ops::install_methods(env, obj, &ctx)?;
+    methods::install_methods(env, obj, &ctx)?;
     Ok(obj)
 }
 
@@ -226,54 +227,6 @@ impl Runtime {
             }
         };
         throwing(env, r.map(Raw))
-    }
-
-    /// One id, now. Never waits on the store: throws `COSID_ERR_WINDOW_CLOSED` (the window's
-    /// ceiling is reached and not yet extended), `COSID_ERR_SLOT_LOST`, `COSID_ERR_CLOSED`, ...
-    /// at once; `nextAsync()` waits instead.
-    #[napi(ts_return_type = "bigint")]
-    pub fn next(&self, env: Env) -> napi::Result<Raw> {
-        throwing(env.raw(), ops::next(env.raw(), &self.ctx).map(Raw))
-    }
-
-    /// One id, waiting off the event loop (up to `max-wait`) when the window requires it.
-    #[napi(ts_return_type = "Promise<bigint>")]
-    pub fn next_async(&self, env: Env) -> napi::Result<Raw> {
-        throwing(env.raw(), ops::next_async(env.raw(), &self.ctx).map(Raw))
-    }
-
-    /// `n` ids (0 to 65536), now, in one `BigUint64Array`; consecutive ids of one time unit are
-    /// reserved in one atomic step. Throws like `next()`.
-    #[napi(ts_args_type = "n: number", ts_return_type = "BigUint64Array")]
-    pub fn next_batch(&self, env: Env, n: Unknown) -> napi::Result<Raw> {
-        throwing(
-            env.raw(),
-            ops::next_batch(env.raw(), &self.ctx, n.raw()).map(Raw),
-        )
-    }
-
-    /// `n` ids (0 to 4194304), waiting off the event loop when the window requires it.
-    #[napi(ts_args_type = "n: number", ts_return_type = "Promise<BigUint64Array>")]
-    pub fn next_batch_async(&self, env: Env, n: Unknown) -> napi::Result<Raw> {
-        throwing(
-            env.raw(),
-            ops::next_batch_async(env.raw(), &self.ctx, n.raw()).map(Raw),
-        )
-    }
-
-    /// One id as fixed-width base-62 text (11 characters of `0-9A-Za-z`, ordered like the ids).
-    #[napi(ts_return_type = "string")]
-    pub fn next_string(&self, env: Env) -> napi::Result<Raw> {
-        throwing(env.raw(), ops::next_string(env.raw(), &self.ctx).map(Raw))
-    }
-
-    /// Takes an id of this runtime's layout apart.
-    #[napi(ts_args_type = "id: bigint", ts_return_type = "IdInfo")]
-    pub fn parse(&self, env: Env, id: Unknown) -> napi::Result<Raw> {
-        throwing(
-            env.raw(),
-            ops::parse(env.raw(), &self.ctx, id.raw()).map(Raw),
-        )
     }
 
     /// The generator called `name` (created on first use), sharing this runtime's slot. Each
@@ -357,11 +310,11 @@ impl Runtime {
                 )));
             }
             let name = raw::string_value(raw_env, event.raw())?;
-            let Some(name) = NAMES.iter().copied().find(|n| *n == name) else {
+            let Some(name) = events::names().find(|n| *n == name) else {
                 return Err(type_error(format!(
                     "on(event, listener): unknown event '{}'; events are {}",
                     name.escape_debug(),
-                    NAMES.join(", ")
+                    events::names().collect::<Vec<_>>().join(", ")
                 )));
             };
             let t = type_of(raw_env, listener.raw())?;
@@ -371,9 +324,8 @@ impl Runtime {
                     type_name(t)
                 )));
             }
-            // SAFETY: `listener` is a function value of this env.
-            let f =
-                unsafe { Function::<RuntimeEvent, ()>::from_napi_value(raw_env, listener.raw())? };
+            // SAFETY: `listener` is a function value (checked above) of this env, on its thread.
+            let f = unsafe { Function::<JsEvent, ()>::from_napi_value(raw_env, listener.raw())? };
             if self.core().is_closed() || !self.listeners.add(name, f)? {
                 return Err(closed());
             }
@@ -417,51 +369,6 @@ impl Generator {
     pub fn name(&self) -> String {
         self.ctx.gen.name().to_string()
     }
-
-    /// One id, now; throws instead of waiting (see `Runtime.next`).
-    #[napi(ts_return_type = "bigint")]
-    pub fn next(&self, env: Env) -> napi::Result<Raw> {
-        throwing(env.raw(), ops::next(env.raw(), &self.ctx).map(Raw))
-    }
-
-    /// One id, waiting off the event loop (up to `max-wait`) when the window requires it.
-    #[napi(ts_return_type = "Promise<bigint>")]
-    pub fn next_async(&self, env: Env) -> napi::Result<Raw> {
-        throwing(env.raw(), ops::next_async(env.raw(), &self.ctx).map(Raw))
-    }
-
-    /// `n` ids (0 to 65536), now, in one `BigUint64Array`.
-    #[napi(ts_args_type = "n: number", ts_return_type = "BigUint64Array")]
-    pub fn next_batch(&self, env: Env, n: Unknown) -> napi::Result<Raw> {
-        throwing(
-            env.raw(),
-            ops::next_batch(env.raw(), &self.ctx, n.raw()).map(Raw),
-        )
-    }
-
-    /// `n` ids (0 to 4194304), waiting off the event loop when the window requires it.
-    #[napi(ts_args_type = "n: number", ts_return_type = "Promise<BigUint64Array>")]
-    pub fn next_batch_async(&self, env: Env, n: Unknown) -> napi::Result<Raw> {
-        throwing(
-            env.raw(),
-            ops::next_batch_async(env.raw(), &self.ctx, n.raw()).map(Raw),
-        )
-    }
-
-    /// One id as fixed-width base-62 text.
-    #[napi(ts_return_type = "string")]
-    pub fn next_string(&self, env: Env) -> napi::Result<Raw> {
-        throwing(env.raw(), ops::next_string(env.raw(), &self.ctx).map(Raw))
-    }
-
-    /// Takes an id of this generator's layout apart.
-    #[napi(ts_args_type = "id: bigint", ts_return_type = "IdInfo")]
-    pub fn parse(&self, env: Env, id: Unknown) -> napi::Result<Raw> {
-        throwing(
-            env.raw(),
-            ops::parse(env.raw(), &self.ctx, id.raw()).map(Raw),
-        )
-    }
 }
 
 /// The fixed-width base-62 text of an id: 11 characters of `0-9A-Za-z`, ordered like the ids.
@@ -490,29 +397,13 @@ pub fn from_base62(env: Env, text: Unknown) -> napi::Result<Raw> {
     throwing(env, r.map(Raw))
 }
 
-/// An empty native call, through the same dispatch as `next()`: the floor of the benchmarks.
-#[napi]
-pub fn noop() {}
-
-/// Replaces the napi-rs `noop` with the raw callback the id methods use.
+/// The module's own setup: with the `bench-hooks` feature (benchmarks only), the hidden
+/// `__bench` export.
 #[napi(module_exports)]
 pub fn init(env: Env, exports: Object) -> napi::Result<()> {
-    let env = env.raw();
-    let r = (|| {
-        let mut f = std::ptr::null_mut();
-        error::check!(
-            env,
-            sys::napi_create_function(
-                env,
-                c"noop".as_ptr(),
-                4,
-                Some(ops::js_noop),
-                std::ptr::null_mut(),
-                &mut f
-            ),
-            "napi_create_function"
-        )?;
-        raw::set(env, exports.raw(), c"noop", f)
-    })();
-    r.map_err(|f| napi::Error::new(napi::Status::GenericFailure, format!("{f:?}")))
+    #[cfg(feature = "bench-hooks")]
+    methods::bench::export(env.raw(), exports.raw())
+        .map_err(|f| napi::Error::new(napi::Status::GenericFailure, format!("{f:?}")))?;
+    let _ = (env, exports);
+    Ok(())
 }

@@ -1,5 +1,6 @@
-//! The id methods of `Runtime` and `Generator`, shared by the raw own-property callbacks (the
-//! fast path) and the `#[napi]` prototype methods (the typed declarations).
+//! The id methods of `Runtime` and `Generator`: the one implementation that both the raw
+//! own-property callbacks (the fast path) and the `#[napi]` prototype methods (the typed
+//! declarations) call; `methods.rs` generates both from one table.
 //!
 //! The synchronous methods never wait on the store: they call the core's non-blocking
 //! `try_next` / `try_reserve`. A wait for the next time unit (or a clock a hair behind the
@@ -9,7 +10,7 @@
 
 use crate::error::{check, coded, range_error, type_error, Failure, Res};
 use crate::offload;
-use crate::raw::{self, bigint, callback, data, display, guard, type_name, type_of, Method};
+use crate::raw::{self, bigint, display, type_name, type_of};
 use cosid_core::convert::{self, BASE62_WIDTH};
 use cosid_core::{Generator, Layout, TryNext, WaitReason};
 use napi::sys;
@@ -366,94 +367,4 @@ pub(crate) fn next_batch_async(
         Ok(n) => g.waiter.batch(env, &g.gen, n),
         Err(f) => raw::rejected(env, f),
     }
-}
-
-// ---------------------------------------------------------------------------------------------
-// The raw callbacks (own properties of every Runtime and Generator object)
-
-unsafe extern "C" fn js_next(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    guard(env, || {
-        // SAFETY: installed with an `Arc<GenCtx>` by `install_methods`.
-        let (_, d) = unsafe { callback::<0>(env, info)? };
-        next(env, unsafe { data::<GenCtx>(d) })
-    })
-}
-
-unsafe extern "C" fn js_next_string(
-    env: sys::napi_env,
-    info: sys::napi_callback_info,
-) -> sys::napi_value {
-    guard(env, || {
-        let (_, d) = unsafe { callback::<0>(env, info)? };
-        next_string(env, unsafe { data::<GenCtx>(d) })
-    })
-}
-
-unsafe extern "C" fn js_next_batch(
-    env: sys::napi_env,
-    info: sys::napi_callback_info,
-) -> sys::napi_value {
-    guard(env, || {
-        let ([n], d) = unsafe { callback::<1>(env, info)? };
-        next_batch(env, unsafe { data::<GenCtx>(d) }, n)
-    })
-}
-
-unsafe extern "C" fn js_parse(
-    env: sys::napi_env,
-    info: sys::napi_callback_info,
-) -> sys::napi_value {
-    guard(env, || {
-        let ([id], d) = unsafe { callback::<1>(env, info)? };
-        parse(env, unsafe { data::<GenCtx>(d) }, id)
-    })
-}
-
-unsafe extern "C" fn js_next_async(
-    env: sys::napi_env,
-    info: sys::napi_callback_info,
-) -> sys::napi_value {
-    guard(env, || {
-        let (_, d) = unsafe { callback::<0>(env, info)? };
-        next_async(env, unsafe { data::<GenCtx>(d) })
-    })
-}
-
-unsafe extern "C" fn js_next_batch_async(
-    env: sys::napi_env,
-    info: sys::napi_callback_info,
-) -> sys::napi_value {
-    guard(env, || {
-        let ([n], d) = unsafe { callback::<1>(env, info)? };
-        next_batch_async(env, unsafe { data::<GenCtx>(d) }, n)
-    })
-}
-
-const METHODS: [Method; 6] = [
-    (c"next", Some(js_next)),
-    (c"nextString", Some(js_next_string)),
-    (c"nextBatch", Some(js_next_batch)),
-    (c"parse", Some(js_parse)),
-    (c"nextAsync", Some(js_next_async)),
-    (c"nextBatchAsync", Some(js_next_batch_async)),
-];
-
-/// Gives `obj` the fast id methods of generator `g`.
-pub(crate) fn install_methods(
-    env: sys::napi_env,
-    obj: sys::napi_value,
-    g: &Arc<GenCtx>,
-) -> Res<()> {
-    raw::install(env, obj, g, &METHODS)
-}
-
-/// The floor of the benchmark: an empty native call through the same dispatch as `next()`.
-pub(crate) unsafe extern "C" fn js_noop(
-    env: sys::napi_env,
-    info: sys::napi_callback_info,
-) -> sys::napi_value {
-    guard(env, || {
-        let _ = unsafe { callback::<0>(env, info)? };
-        raw::undefined(env)
-    })
 }

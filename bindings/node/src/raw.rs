@@ -77,6 +77,32 @@ pub(crate) fn ascii(env: sys::napi_env, s: &[u8]) -> Res<sys::napi_value> {
     Ok(v)
 }
 
+/// A string of any UTF-8 text.
+pub(crate) fn utf8_string(env: sys::napi_env, s: &str) -> Res<sys::napi_value> {
+    let mut v = ptr::null_mut();
+    check!(
+        env,
+        sys::napi_create_string_utf8(env, s.as_ptr() as *const c_char, s.len() as isize, &mut v),
+        "napi_create_string_utf8"
+    )?;
+    Ok(v)
+}
+
+/// `obj[key] = value` for a key given as Rust text (no NUL needed).
+pub(crate) fn set_named(
+    env: sys::napi_env,
+    obj: sys::napi_value,
+    key: &str,
+    value: sys::napi_value,
+) -> Res<()> {
+    let k = utf8_string(env, key)?;
+    check!(
+        env,
+        sys::napi_set_property(env, obj, k, value),
+        "napi_set_property"
+    )
+}
+
 pub(crate) fn object(env: sys::napi_env) -> Res<sys::napi_value> {
     let mut v = ptr::null_mut();
     check!(
@@ -129,6 +155,7 @@ pub(crate) fn display(env: sys::napi_env, v: sys::napi_value) -> String {
     // SAFETY: `v` is a live value of `env`; coercion of a symbol fails and we say so.
     if unsafe { sys::napi_coerce_to_string(env, v, &mut s) } != sys::Status::napi_ok {
         let mut ignored = ptr::null_mut();
+        // SAFETY: `env` is live on this thread (as above); `ignored` is a local.
         unsafe { sys::napi_get_and_clear_last_exception(env, &mut ignored) };
         return "(a value that has no string form)".into();
     }
@@ -309,6 +336,8 @@ unsafe extern "C" fn release_arc<T>(_env: sys::napi_env, data: *mut c_void, _hin
 /// `data` is the callback data of a function installed with an `Arc<T>`.
 #[inline]
 pub(crate) unsafe fn data<'a, T>(data: *mut c_void) -> &'a T {
+    // SAFETY: the caller's contract: `data` came from `Arc::into_raw` of an `Arc<T>` that the
+    // function's finalizer releases, so it points to a live `T` for the whole call.
     unsafe { &*(data as *const T) }
 }
 
