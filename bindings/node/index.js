@@ -17,14 +17,15 @@ function load() {
   }
   const platform = platformTriple()
   const why = PREBUILT.includes(platform)
-    ? `its package ${pkg}, which npm installs with cosid as an optional dependency, is missing. ` +
-      'Reinstall cosid on this machine, without --omit=optional (node_modules copied from another ' +
-      "platform holds that platform's package)"
-    : `there is no prebuilt package ${pkg} (prebuilt: ${PREBUILT.join(', ')})`
+    ? `the package ${pkg} is not installed and the development build ${local} is missing. ` +
+      `npm installs ${pkg} with cosid as an optional dependency: reinstall cosid on this machine, ` +
+      "without --omit=optional (node_modules copied from another platform holds that platform's package)"
+    : `there is no prebuilt package ${pkg} (prebuilt: ${PREBUILT.join(', ')}) and the development ` +
+      `build ${local} is missing`
   throw new Error(
-    `cosid: no native addon for this platform (${platform}): ${why}. Or build it from source: in ` +
-      'bindings/node of a clone of the cosid repository, npm ci && npm run build (needs Rust), then ' +
-      'install that folder.',
+    `cosid: no native addon for this platform (${platform}): ${why}. Or build the addon from source ` +
+      'with cargo: in bindings/node of a clone of the cosid repository, npm ci && npm run build ' +
+      '(needs Rust), then install that folder.',
   )
 }
 const native = load()
