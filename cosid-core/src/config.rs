@@ -255,6 +255,49 @@ impl Config {
             .map_err(|e| Error::config(format!("{} (in '{}')", e.message(), path.display())))
     }
 
+    /// A configuration given as one string, as the Python and Node bindings take it: a path when
+    /// it is one line (surrounding whitespace ignored) naming an existing file, and otherwise a
+    /// YAML or JSON document. An empty string, or one word that names no file (most likely a
+    /// mistyped path), is a configuration error that says so; a word that could be a store URL
+    /// is not quoted in it (it may hold a password).
+    pub fn from_text(text: &str) -> Result<Config> {
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            return Err(Error::config(
+                "the configuration string is empty; pass a YAML or JSON document, a file path, \
+                 or nothing for the embedded default",
+            ));
+        }
+        let one_line = !trimmed.contains('\n');
+        if one_line && Path::new(trimmed).is_file() {
+            return Config::from_path(Path::new(trimmed));
+        }
+        check_text_bounds(text)?;
+        let not_a_file = || {
+            format!(
+                "{} is neither an existing file nor a YAML or JSON document with a top-level \
+                 'cosid' key; check the path",
+                text_for_message(trimmed)
+            )
+        };
+        if one_line
+            && matches!(
+                serde_yaml_ng::from_str::<Value>(text),
+                Ok(Value::String(_) | Value::Null)
+            )
+        {
+            return Err(Error::config(not_a_file()));
+        }
+        Config::from_yaml(text).map_err(|e| match one_line {
+            true => Error::config(format!(
+                "{} (read as a YAML or JSON document because {} names no existing file)",
+                e.message(),
+                text_for_message(trimmed)
+            )),
+            false => e,
+        })
+    }
+
     /// Interprets an already structured document (`serde_yaml_ng::Value`), e.g. built from a
     /// binding's dictionary or object. Its values are taken literally: `${VAR}` is **not**
     /// expanded here (only [`Config::from_yaml`] and [`Config::from_path`] expand, in
@@ -872,6 +915,36 @@ fn writable_dir(dir: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_is_a_path_when_it_names_a_file_and_a_document_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("cosid.yaml");
+        std::fs::write(&file, "cosid:\n  namespace: from-file\n").unwrap();
+        let padded = format!("  {}\n", file.display());
+        assert_eq!(Config::from_text(&padded).unwrap().namespace, "from-file");
+        let doc = "cosid:\n  namespace: inline\n";
+        assert_eq!(Config::from_text(doc).unwrap().namespace, "inline");
+        assert_eq!(
+            Config::from_text("{cosid: {namespace: json}}")
+                .unwrap()
+                .namespace,
+            "json"
+        );
+        for (text, says) in [
+            ("", "empty"),
+            ("  \n ", "empty"),
+            ("/etc/cosid/missing.yaml", "neither an existing file"),
+            ("cosid: [", "names no existing file"),
+        ] {
+            let e = Config::from_text(text).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Config, "{text:?}");
+            assert!(e.message().contains(says), "{text:?}: {e}");
+        }
+        // A word that could be a store URL with a password is not quoted back.
+        let e = Config::from_text("redis://u:hunter2@h").unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
 
     #[test]
     fn the_default_store_is_host_wide_where_the_host_directory_is_writable() {
