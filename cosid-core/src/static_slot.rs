@@ -433,6 +433,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_state_file_that_cannot_be_read_is_an_error_not_a_missing_file() {
+        // Only a file that does not exist may start from not-before (or now); one that exists
+        // and cannot be read (here: a directory) must stop the start, not be ignored.
+        let dir = tempfile::tempdir().unwrap();
+        let e = read_state(dir.path()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::StateFile);
+        assert!(e.message().contains("cannot read"), "{e}");
+        assert_eq!(read_state(&dir.path().join("missing")).unwrap(), None);
+    }
+
+    #[test]
+    fn the_directory_of_a_bare_file_name_is_the_current_one() {
+        assert_eq!(dir_of(Path::new("state")), PathBuf::from("."));
+        assert_eq!(
+            dir_of(Path::new("/var/lib/cosid/state")),
+            PathBuf::from("/var/lib/cosid")
+        );
+        assert_eq!(dir_of(Path::new("rel/state")), PathBuf::from("rel"));
+    }
+
+    #[test]
     fn state_round_trips_and_corruption_is_refused() {
         let p = Path::new("/x/state");
         assert_eq!(
