@@ -7,7 +7,6 @@
 use cosid_core::{Error as CoreError, ErrorKind};
 use napi::bindgen_prelude::Unknown;
 use napi::sys;
-use std::ffi::c_char;
 use std::ptr;
 
 /// The code of a bad argument (a `TypeError` or `RangeError` carries it too).
@@ -175,12 +174,7 @@ impl Failure {
 }
 
 fn utf8(env: sys::napi_env, s: &str) -> Option<sys::napi_value> {
-    let mut v = ptr::null_mut();
-    // SAFETY: `s` is valid UTF-8 of the given length.
-    let status = unsafe {
-        sys::napi_create_string_utf8(env, s.as_ptr() as *const c_char, s.len() as isize, &mut v)
-    };
-    (status == sys::Status::napi_ok).then_some(v)
+    crate::raw::utf8_string(env, s).ok()
 }
 
 /// For `#[napi]` functions: throws the failure and hands napi-rs an error it will not throw

@@ -24,6 +24,18 @@ use std::sync::Arc;
 /// [`crate::ops`] it calls, and the prototype method napi-rs names in camelCase), its
 /// arguments, its JavaScript name and the name of its raw callback.
 macro_rules! id_methods {
+    (@impl $class:ident $([$(#$attr:tt)*] $name:ident($($arg:ident),*))*) => {
+        #[napi]
+        impl $class {
+            $(
+                $(#$attr)*
+                pub fn $name(&self, env: Env $(, $arg: Unknown)*) -> napi::Result<Raw> {
+                    let env = env.raw();
+                    throwing(env, ops::$name(env, &self.ctx $(, $arg.raw())*).map(Raw))
+                }
+            )*
+        }
+    };
     ($(
         $(#$attr:tt)*
         fn $name:ident($($arg:ident),*) => $js:literal, $raw:ident;
@@ -49,27 +61,8 @@ macro_rules! id_methods {
         /// The raw methods, as [`install_methods`] defines them.
         const METHODS: &[Method] = &[$(($js, Some($raw))),*];
 
-        #[napi]
-        impl Runtime {
-            $(
-                $(#$attr)*
-                pub fn $name(&self, env: Env $(, $arg: Unknown)*) -> napi::Result<Raw> {
-                    let env = env.raw();
-                    throwing(env, ops::$name(env, &self.ctx $(, $arg.raw())*).map(Raw))
-                }
-            )*
-        }
-
-        #[napi]
-        impl Generator {
-            $(
-                $(#$attr)*
-                pub fn $name(&self, env: Env $(, $arg: Unknown)*) -> napi::Result<Raw> {
-                    let env = env.raw();
-                    throwing(env, ops::$name(env, &self.ctx $(, $arg.raw())*).map(Raw))
-                }
-            )*
-        }
+        id_methods!(@impl Runtime $([$(#$attr)*] $name($($arg),*))*);
+        id_methods!(@impl Generator $([$(#$attr)*] $name($($arg),*))*);
     };
 }
 
