@@ -7,7 +7,7 @@
 // released with the last id) and exits 0. Errors the keeper is working on (slot lost, window
 // closed, clock behind, timeout) are reported once per code on stderr as `cosid: waiting: …` and
 // retried; any other is `cosid: error: …` and exit 1. Every keeper event is printed on stderr as
-// `cosid: event: TYPE: MESSAGE`.
+// `cosid: event: KIND: MESSAGE`.
 'use strict'
 const fs = require('fs')
 const path = require('path')
@@ -43,7 +43,7 @@ async function main () {
     process.stderr.write(`cosid: error: ${e.code || ''}: ${e.message}\n`)
     return e.code === 'COSID_ERR_CONFIG' ? 1 : 2 // as cworker.c: 1 names a store this build lacks
   }
-  rt.on('*', (e) => process.stderr.write(`cosid: event: ${e.type}: ${e.message}\n`))
+  rt.on('*', (e) => process.stderr.write(`cosid: event: ${e.kind}: ${e.message}\n`))
   const rate = Number(args.rate || 1000)
   const start = process.hrtime.bigint()
   let issued = 0
