@@ -434,7 +434,8 @@ static const struct {
 };
 #define NKINDS (sizeof KINDS / sizeof KINDS[0])
 
-/* Whether `e` sets exactly the members of its kind (strings never NULL, "" when not set). */
+/* Whether `e` sets no member outside its kind's (0, or "" for a string; never NULL). A member of
+ * its kind may be 0 too (slot 0), so that direction is checked on values known to be set. */
 static int check_vocabulary(const cosid_event *e) {
   const char *want = NULL;
   for (size_t k = 0; k < NKINDS; k++)
@@ -454,7 +455,7 @@ static int check_vocabulary(const cosid_event *e) {
     }
     char word[32];
     snprintf(word, sizeof word, " %s ", m->name);
-    if (set != (strstr(want, word) != NULL)) return 0;
+    if (set && strstr(want, word) == NULL) return 0;
   }
   return 1;
 }
