@@ -5,6 +5,9 @@ Modes:
 - ``cut``: every open connection is reset, and new ones are accepted and reset at once;
 - ``blackhole``: connections stay open but no byte goes through (clients time out).
 
+Independently of the mode, ``refuse(marker)`` resets every connection whose client's first bytes
+contain ``marker`` (an HTTP header naming the sender, say), open or new; the others pass.
+
 Threads only; every loop wakes at least every 50 ms and ends when the proxy closes.
 """
 
@@ -15,6 +18,10 @@ import socket
 import struct
 import threading
 import time
+
+
+#: how much of a connection's first bytes refuse() looks at
+HEAD_BYTES = 4096
 
 
 class Proxy:
@@ -30,7 +37,8 @@ class Proxy:
         self.delay = 0.0
         self.closed = False
         self.lock = threading.Lock()
-        self.conns: list[tuple[socket.socket, socket.socket]] = []
+        self.conns: list[tuple[socket.socket, socket.socket, bytearray]] = []  # + the client's first bytes
+        self.refused: bytes | None = None
         self.generation = 0  # bumped by cut(): pumps of older generations stop
         self.accepted = 0
         self.thread = threading.Thread(target=self._accept_loop, name="chaos-proxy", daemon=True)
@@ -47,7 +55,18 @@ class Proxy:
             self.mode = "cut"
             self.generation += 1
             conns, self.conns = self.conns, []
-        for a, b in conns:
+        for a, b, _ in conns:
+            _reset(a)
+            _reset(b)
+
+    def refuse(self, marker: bytes | None) -> None:
+        """Resets every connection whose client's first bytes contain `marker`, and each new one
+        when its first bytes do; None lets them all through again."""
+        with self.lock:
+            self.refused = marker
+            hit = [c for c in self.conns if marker and marker in c[2]]
+            self.conns = [c for c in self.conns if c not in hit]
+        for a, b, _ in hit:
             _reset(a)
             _reset(b)
 
@@ -81,12 +100,14 @@ class Proxy:
             except OSError:
                 _reset(client)
                 continue
+            head = bytearray()
             with self.lock:
-                self.conns.append((client, server))
-            for src, dst in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(src, dst, gen), daemon=True).start()
+                self.conns.append((client, server, head))
+            for src, dst, h in ((client, server, head), (server, client, None)):
+                threading.Thread(target=self._pump, args=(src, dst, gen, h), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket, gen: int) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, gen: int, head: bytearray | None) -> None:
+        """Copies src to dst; `head` (client to server only) collects the first bytes for refuse()."""
         held: list[bytes] = []  # bytes held back while black-holed
         try:
             while not self.closed:
@@ -106,6 +127,12 @@ class Proxy:
                 if mode == "blackhole":
                     held.append(data)
                     continue
+                if head is not None and len(head) < HEAD_BYTES:
+                    with self.lock:
+                        head += data[: HEAD_BYTES - len(head)]
+                        refused = self.refused is not None and self.refused in head
+                    if refused:
+                        return
                 if delay > 0:
                     time.sleep(delay)
                 dst.sendall(data)

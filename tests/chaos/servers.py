@@ -10,6 +10,7 @@ for it). Nothing here talks to anything but 127.0.0.1.
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
@@ -17,7 +18,10 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
+
+from proxy import Proxy
 
 LIBFAKETIME = None
 for _cand in (
@@ -47,6 +51,30 @@ def wait_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -
         except OSError:
             time.sleep(0.05)
     return False
+
+
+def connected(port: int, pids: list[int]) -> set[int]:
+    """The processes among `pids` with an established TCP connection to 127.0.0.1:`port`."""
+    inodes = set()
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            cols = line.split()
+            if cols[3] == "01" and int(cols[2].split(":")[1], 16) == port:  # 01: established
+                inodes.add(f"socket:[{cols[9]}]")
+    out = set()
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                    out.add(pid)
+                    break
+            except OSError:
+                continue
+    return out
 
 
 def faketime_env(clock_file: Path) -> dict[str, str]:
@@ -98,6 +126,7 @@ class Server:
         self.proc: subprocess.Popen | None = None
         self.log = root / f"{self.kind}.log"
         self.down_since: float | None = None
+        self.paused = False
 
     # -- lifecycle -----------------------------------------------------------------------------
     def env(self) -> dict[str, str]:
@@ -116,8 +145,14 @@ class Server:
         return {}
 
     def start(self, timeout: float = 60) -> None:
+        if self.launch():
+            self.wait_ready(timeout)
+
+    def launch(self) -> bool:
+        """Starts the process without waiting for it to serve; False if it was running."""
         if self.proc is not None and self.proc.poll() is None:
-            return
+            return False
+        self.paused = False
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 self.command(),
@@ -128,6 +163,9 @@ class Server:
                 start_new_session=True,
                 **self.popen_extra(),
             )
+        return True
+
+    def wait_ready(self, timeout: float = 60) -> None:
         if not self.ready(timeout):
             self.kill()
             raise RuntimeError(f"{self.kind} did not start on port {self.port}; see {self.log}:\n" + tail(self.log))
@@ -135,6 +173,18 @@ class Server:
 
     def ready(self, timeout: float) -> bool:
         return wait_port(self.port, timeout, self.proc)
+
+    def pause(self) -> None:
+        """SIGSTOP: the server keeps its sockets (the kernel still accepts connections) but
+        answers nothing."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        if self.proc is not None and self.paused:
+            os.killpg(self.proc.pid, signal.SIGCONT)
+        self.paused = False
 
     def kill(self) -> None:
         """Kills the server like a crash (data on disk stays)."""
@@ -153,6 +203,7 @@ class Server:
         """Stops gracefully (falls back to kill)."""
         if self.proc is None:
             return
+        self.resume()
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -445,23 +496,50 @@ class Postgres(Server):
 
 
 class Etcd(Server):
+    """One etcd member; alone (the default) or one of an `EtcdCluster`."""
+
     kind = "etcd"
 
-    def __init__(self, root: Path, password: str = "", clock_file: Path | None = None):
+    def __init__(self, root: Path, password: str = "", clock_file: Path | None = None, name: str = "chaos"):
         super().__init__(root, password, clock_file)
+        self.name = name
         self.peer_port = free_port()
-        self.data = root / "etcd-data"
+        #: the peer URL the other members dial (a cluster puts a proxy there)
+        self.peer_url = f"http://127.0.0.1:{self.peer_port}"
+        #: `--initial-cluster`; None: this member alone
+        self.initial_cluster: str | None = None
+        self.token = "etcd-cluster"
+        if name == "chaos":
+            self.data = root / "etcd-data"
+        else:
+            self.data = root / "etcd-data" / name
+            self.log = root / f"etcd-{name}.log"
 
     def command(self) -> list[str]:
         client = f"http://127.0.0.1:{self.port}"
-        peer = f"http://127.0.0.1:{self.peer_port}"
         return [
-            "etcd", "--name", "chaos", "--data-dir", str(self.data),
+            "etcd", "--name", self.name, "--data-dir", str(self.data),
             "--listen-client-urls", client, "--advertise-client-urls", client,
-            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"chaos={peer}", "--initial-cluster-state", "new",
+            "--listen-peer-urls", f"http://127.0.0.1:{self.peer_port}",
+            "--initial-advertise-peer-urls", self.peer_url,
+            "--initial-cluster", self.initial_cluster or f"{self.name}={self.peer_url}",
+            "--initial-cluster-state", "new", "--initial-cluster-token", self.token,
             "--log-level", "warn", "--logger", "zap",
         ]
+
+    def status(self, timeout: float = 1.0) -> dict | None:
+        """The member's own view (`/v3/maintenance/status`, answered without the quorum):
+        `member` and `leader` ids (0: it knows no leader), `raft_index`; None if it does not
+        answer."""
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v3/maintenance/status", data=b"{}",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                st = json.load(r)
+            return {"member": int(st["header"]["member_id"]), "leader": int(st.get("leader", 0)),
+                    "raft_index": int(st.get("raftIndex", 0))}
+        except (OSError, ValueError, KeyError):
+            return None
 
     def wipe(self) -> None:
         shutil.rmtree(self.data, ignore_errors=True)
@@ -471,3 +549,118 @@ class Etcd(Server):
 
     def redacted_url(self, port=None) -> str:
         return self.url(port)
+
+
+class EtcdMember(Etcd):
+    """A member of a cluster: ready once it serves and knows a leader."""
+
+    def ready(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        if not wait_port(self.port, timeout, self.proc):
+            return False
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                return False
+            st = self.status()
+            if st and st["leader"]:
+                return True
+            time.sleep(0.1)
+        return False
+
+
+class EtcdCluster(Server):
+    """`size` etcd members on 127.0.0.1, each with its client port, its data directory and a
+    proxy (tests/chaos/proxy.py) in front of its peer port: the others reach it only through
+    that proxy, so `partition(m)` can cut it off from the rest while its clients still reach it.
+    Killed, restarted and wiped as a whole like any server, or member by member."""
+
+    kind = "etcd"
+
+    def __init__(self, root: Path, password: str = "", clock_file: Path | None = None, size: int = 3):
+        super().__init__(root, password, clock_file)
+        (root / "etcd-data").mkdir(parents=True, exist_ok=True)
+        self.members = [EtcdMember(root, password, clock_file, name=f"m{i}") for i in range(size)]
+        self.proxies = [Proxy(m.peer_port) for m in self.members]
+        for m, px in zip(self.members, self.proxies):
+            m.peer_url = f"http://127.0.0.1:{px.port}"
+        cluster = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+        for m in self.members:
+            m.initial_cluster = cluster
+            m.token = f"chaos-{root.name}"
+        self.port = self.members[0].port
+        self.turn = 0
+        self.partitioned: EtcdMember | None = None
+
+    def start(self, timeout: float = 60) -> None:
+        # Each member waits for a quorum: start them all, then wait.
+        for m in self.members:
+            m.launch()
+        for m in self.members:
+            m.wait_ready(timeout)
+        self.down_since = None
+
+    def kill(self) -> None:
+        for m in self.members:
+            m.kill()
+        self.down_since = time.monotonic()
+
+    def stop(self) -> None:
+        self.heal()
+        for m in self.members:
+            m.stop()
+        for px in self.proxies:
+            px.close()
+
+    def wipe(self) -> None:
+        for m in self.members:
+            m.wipe()
+
+    def url(self, port=None, password=None) -> str:
+        """Names every member, from the next one at each call: processes and snapshots spread
+        over the cluster."""
+        self.turn += 1
+        k = self.turn % len(self.members)
+        ports = [m.port for m in self.members[k:] + self.members[:k]]
+        return "etcd://" + ",".join(f"127.0.0.1:{p}" for p in ports)
+
+    def redacted_url(self, port=None) -> str:
+        return self.url(port)
+
+    # -- members ---------------------------------------------------------------------------------
+    def leader(self) -> EtcdMember | None:
+        """The member the others follow, by their own `status`; None if they do not agree."""
+        views = [(m, m.status()) for m in self.members if not m.paused and m.proc is not None]
+        leaders = {st["leader"] for _, st in views if st}
+        if len(leaders) != 1:
+            return None
+        lead = leaders.pop()
+        return next((m for m, st in views if st and st["member"] == lead), None)
+
+    def wait_leader(self, timeout: float = 30) -> EtcdMember | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = self.leader()
+            if m is not None:
+                return m
+            time.sleep(0.1)
+        return None
+
+    def partition(self, m: EtcdMember) -> None:
+        """Cuts `m` off from the other members, both ways; its client port stays open. Inbound:
+        its proxy resets everything. Outbound: `m` dials the others' proxies, which reset the
+        connections whose first request names `m` as its sender (etcd's `X-Server-From`)."""
+        st = m.status()
+        assert st is not None, f"{m.name} does not answer"
+        self.partitioned = m
+        marker = f"X-Server-From: {st['member']:x}\r\n".encode()
+        for other, px in zip(self.members, self.proxies):
+            if other is m:
+                px.cut()
+            else:
+                px.refuse(marker)
+
+    def heal(self) -> None:
+        for px in self.proxies:
+            px.set_pass()
+            px.refuse(None)
+        self.partitioned = None
