@@ -279,7 +279,7 @@ class Ctx:
             raise Aborted("interrupted")
 
     # -- the store -----------------------------------------------------------------------------
-    def start_store(self, clock: bool = False, tls: bool = False) -> servers.Server:
+    def start_store(self, clock: bool = False, tls: bool = False, cluster: bool = False) -> servers.Server:
         kind = self.store_kind
         clock_file = None
         if clock:
@@ -300,7 +300,7 @@ class Ctx:
                 certs = dict(certs, key=str(key))
             s = servers.Postgres(self.dir, self.run.pg_template(), clock_file=clock_file, tls=certs)
         elif kind == "etcd":
-            s = servers.Etcd(self.dir, clock_file=clock_file)
+            s = (servers.EtcdCluster if cluster else servers.Etcd)(self.dir, clock_file=clock_file)
         else:
             raise ValueError(kind)
         if certs:

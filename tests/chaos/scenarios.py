@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from procs import decode, now_ms
+from servers import connected
 
 ALL = ["sqlite", "redis", "postgres", "etcd"]
 NET = ["redis", "postgres", "etcd"]
@@ -414,6 +415,92 @@ def network_slow(ctx):
     ctx.sleep(3.5)
     ctx.after_checks.append(lambda: [ctx.check(issued_after(p, back) > 0, f"{p.label} did not resume when the delay ended")
                                      for p in ps])
+
+
+# ------------------------------------------------------------------------------------------------
+# A highly-available store
+
+
+@scenario("etcd-cluster-failover", ["etcd"], store_opts={"cluster": True},
+          procs_note="4, each URL naming the 3 members from a different one",
+          why="3-member etcd: the leader SIGKILLed 4s then restarted with its data; the follower most processes "
+              "used SIGSTOPped 3.5s; the member most processes used cut off from the other two 3.5s (its clients "
+              "still reach it)")
+def etcd_cluster_failover(ctx):
+    """A cluster that keeps a quorum through each fault: every process must issue again after
+    each one (before the next begins), with no duplicate, whichever member it was talking to."""
+    cluster = ctx.server
+    ps = ctx.spawn_many(4)
+    ctx.sleep(1.5)
+    faults: list[tuple[str, int, int]] = []  # what, start ms, end ms
+
+    def leader():
+        m = cluster.wait_leader()
+        if m is None:
+            raise RuntimeError("the etcd members do not agree on a leader")
+        return m
+
+    def on(members):
+        """The member most processes are connected to, and "N processes on it"."""
+        pids = [p.p.pid for p in ps]
+        m, n = max(((m, len(connected(m.port, pids))) for m in members), key=lambda mn: mn[1])
+        return m, f"{n} process{'' if n == 1 else 'es'} on it"
+
+    def fault(what, do, undo, seconds):
+        t = now_ms()
+        do()
+        ctx.note(what)
+        ctx.sleep(seconds)
+        undo()
+        faults.append((what, t, now_ms()))
+        ctx.note(f"{what}: over")
+        ctx.sleep(3.0)
+
+    lead = leader()
+    n = on([lead])[1]
+    fault(f"leader {lead.name} ({n}) SIGKILLed, restarted with its data",
+          lead.kill, lead.start, EXPIRY_S + 1.5)
+
+    lead = leader()
+    follower, n = on([m for m in cluster.members if m is not lead])
+    fault(f"follower {follower.name} ({n}) SIGSTOPped", follower.pause, follower.resume,
+          EXPIRY_S + 1.0)
+
+    lead = leader()
+    cut, n = on(cluster.members)
+    views = {}
+
+    def heal():
+        views.update((m.name, m.status()) for m in cluster.members)
+        cluster.heal()
+    fault(f"{'leader' if cut is lead else 'follower'} {cut.name} ({n}) cut off from the others",
+          lambda: cluster.partition(cut), heal, EXPIRY_S + 1.0)
+
+    def after():
+        # The cut really applied: the member cut off knew no leader, the others one of theirs.
+        iso = views[cut.name]
+        ctx.check(iso is not None and iso["leader"] == 0,
+                  f"{cut.name}, cut off, still followed a leader ({iso}): the proxies did not isolate it")
+        rest = {v["leader"] for name, v in views.items() if name != cut.name and v}
+        ctx.check(len(rest) == 1 and 0 not in rest and iso is not None and iso["member"] not in rest,
+                  f"the members left did not agree on a leader of their own while {cut.name} was cut off: {views}")
+        nexts = [f[1] for f in faults[1:]] + [None]
+        for (what, t0, t1), nxt in zip(faults, nexts):
+            for p in ps:
+                n = issued_after(p, t1) if nxt is None else ids_between(p, t1, nxt)
+                ctx.check(n > 0, f"{p.label} issued nothing after the fault '{what}'"
+                          + ("" if nxt is None else " before the next one"))
+            # Availability while two members served, once the windows renewed before it ran out.
+            stalled = [p for p in ps if not ids_between(p, t0 + int(EXPIRY_S * 1000), t1)]
+            resumed = [min((decode(i)[0] for i in p.ids() if decode(i)[0] > t1), default=t1) - t1 for p in stalled]
+            ctx.event(f"{what}, {(t1 - t0) / 1000:.1f}s: " + (
+                f"{', '.join(p.label for p in stalled)} issued nothing in its last "
+                f"{(t1 - t0) / 1000 - EXPIRY_S:.1f}s and resumed "
+                f"{', '.join(f'{r / 1000:.1f}s' for r in resumed)} after it ended" if stalled
+                else "every process kept issuing"))
+        ctx.check(all(issued_after(p, faults[-1][2]) > 0 for p in ps),
+                  "not every process issued after the last fault")
+    ctx.after_checks.append(after)
 
 
 # ------------------------------------------------------------------------------------------------
