@@ -215,6 +215,10 @@ test('events carry exactly the core vocabulary, as received and as index.d.ts de
   const declared = [...body.matchAll(/^ {2}(\w+)\??:/gm)].map((m) => m[1])
   const every = [...new Set(Object.values(DOCUMENTED_EVENT_FIELDS).flat())]
   assert.deepEqual(declared.sort(), ['kind', 'message', ...every].sort())
+  // ... and its kinds, in RuntimeEvent.kind and in on()'s event argument.
+  const literals = (text) => [...text.matchAll(/'(\w+|\*)'/g)].map((m) => m[1])
+  assert.deepEqual(literals(body.match(/^ {2}kind: (.*)$/m)[1]), Object.keys(DOCUMENTED_EVENT_FIELDS))
+  assert.deepEqual(literals(dts.match(/^ {2}on\(event: ([^,]*),/m)[1]), [...Object.keys(DOCUMENTED_EVENT_FIELDS), '*'])
 })
 
 test('the benchmark hooks are not part of the package or of a default build of the addon', () => {
