@@ -447,6 +447,8 @@ def etcd_cluster_failover(ctx):
         return m, f"{n} process{'' if n == 1 else 'es'} on it"
 
     def fault(what, do, undo, seconds):
+        """Applies a fault for `seconds`, ends it, and waits until the three members agree on a
+        leader again (a member back from a cut may call an election) and 3s more."""
         t = now_ms()
         do()
         ctx.note(what)
@@ -454,6 +456,7 @@ def etcd_cluster_failover(ctx):
         undo()
         faults.append((what, t, now_ms()))
         ctx.note(f"{what}: over")
+        ctx.note(f"the members agree on leader {leader().name}")
         ctx.sleep(3.0)
 
     lead = leader()
