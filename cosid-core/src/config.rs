@@ -275,7 +275,7 @@ impl Config {
         check_text_bounds(text)?;
         let not_a_file = || {
             format!(
-                "{} is neither an existing file nor a YAML or JSON document with a top-level \
+                "{} names no existing file and is not a YAML or JSON document with a top-level \
                  'cosid' key; check the path",
                 text_for_message(trimmed)
             )
@@ -934,7 +934,10 @@ mod tests {
         for (text, says) in [
             ("", "empty"),
             ("  \n ", "empty"),
-            ("/etc/cosid/missing.yaml", "neither an existing file"),
+            (
+                "/etc/cosid/missing.yaml",
+                "names no existing file and is not",
+            ),
             ("cosid: [", "names no existing file"),
         ] {
             let e = Config::from_text(text).unwrap_err();

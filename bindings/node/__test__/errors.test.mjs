@@ -24,7 +24,7 @@ test('an object value is taken literally: "${HOME}" is not read from the environ
 })
 
 test('a store URL passed where the configuration goes is not echoed with its password', async () => {
-  const e = await expectError(Runtime.create('redis://:S3CRETPW@db.example'), Error, 'COSID_ERR_CONFIG', 'neither an existing file')
+  const e = await expectError(Runtime.create('redis://:S3CRETPW@db.example'), Error, 'COSID_ERR_CONFIG', 'names no existing file')
   assert.ok(!e.message.includes('S3CRETPW'), e.message)
 })
 

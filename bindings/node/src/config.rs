@@ -2,12 +2,11 @@
 //! nothing (the embedded default). The JavaScript value is read on the JavaScript thread; files
 //! are read and the document interpreted on the creating thread.
 
-use crate::error::{check, coded, type_error, Res};
+use crate::error::{check, type_error, Res};
 use crate::raw::{display, string_value, type_name, type_of};
-use cosid_core::{Config, ErrorKind};
+use cosid_core::Config;
 use napi::sys;
 use serde_yaml_ng::{Mapping, Number, Value};
-use std::path::Path;
 use std::ptr;
 
 /// Deeper than any real configuration; a cycle stops here.
@@ -46,34 +45,7 @@ impl Source {
         match self {
             Source::Default => Ok(Config::embedded_default()?),
             Source::Document(doc) => Ok(Config::from_value(&doc)?),
-            Source::Text(text) => {
-                let trimmed = text.trim();
-                if trimmed.is_empty() {
-                    return Err(coded(
-                        ErrorKind::Config,
-                        "Runtime.create(config): the configuration string is empty; pass a YAML \
-                         or JSON document, a file path, or nothing for the embedded default",
-                    ));
-                }
-                if !trimmed.contains('\n') && Path::new(trimmed).is_file() {
-                    return Ok(Config::from_path(Path::new(trimmed))?);
-                }
-                // Bounded before this first parse too (a deeply nested text is slow to parse).
-                cosid_core::config::check_text_bounds(&text)?;
-                match serde_yaml_ng::from_str::<Value>(&text) {
-                    // One word that names no file: most likely a mistyped path (or a store URL,
-                    // so it is shown only when it cannot hold a password).
-                    Ok(Value::String(_)) | Ok(Value::Null) => Err(coded(
-                        ErrorKind::Config,
-                        format!(
-                            "Runtime.create(config): {} is neither an existing file nor a YAML \
-                             or JSON document with a top-level 'cosid' key; check the path",
-                            cosid_core::config::text_for_message(trimmed)
-                        ),
-                    )),
-                    _ => Ok(Config::from_yaml(&text)?),
-                }
-            }
+            Source::Text(text) => Ok(Config::from_text(&text)?),
         }
     }
 }

@@ -13,7 +13,7 @@ use cosid_core::Config;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyMapping, PyString, PyTuple};
 use serde_yaml_ng::{Mapping, Number, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// How deep a `dict` may nest (the schema needs 4 levels; this stops a self-referencing dict).
 const MAX_DEPTH: usize = 16;
@@ -28,20 +28,7 @@ pub(crate) fn load(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResul
     };
     if let Ok(s) = obj.cast::<PyString>() {
         let text: &str = &errors::text(py, s, "the configuration")?;
-        if !text.contains('\n') && !text.is_empty() && Path::new(text).is_file() {
-            return core(Config::from_path(Path::new(text)));
-        }
-        return Config::from_yaml(text).map_err(|e| {
-            let mut message = e.to_string();
-            if !text.contains('\n') {
-                // Quoted only when it cannot hold a password (it may be a store URL).
-                message.push_str(&format!(
-                    " (read as a YAML/JSON document because {} names no existing file)",
-                    cosid_core::config::text_for_message(text)
-                ));
-            }
-            errors::config(py, message)
-        });
+        return core(Config::from_text(text));
     }
     if obj.hasattr(pyo3::intern!(py, "__fspath__"))? {
         let path: PathBuf = obj.extract()?;
