@@ -189,8 +189,17 @@ def build_cworker(libdir: Path, work: Path) -> tuple[str | None, str]:
     if cc is None:
         return None, "no C compiler"
     out = work / "cworker"
+    # A cargo build leaves libcosid.so alone, without the link its SONAME (libcosid.so.0.MINOR)
+    # names, which the loader looks for: lay the library out as an install does.
+    soname = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True).stdout
+    found = re.search(r"\(SONAME\).*\[(.+)\]", soname)
+    linkdir = work / "libcosid"
+    linkdir.mkdir(exist_ok=True)
+    for name in {"libcosid.so", found.group(1) if found else "libcosid.so"}:
+        (linkdir / name).unlink(missing_ok=True)
+        (linkdir / name).symlink_to(lib.resolve())
     r = subprocess.run([cc, "-O2", "-Wall", "-I", str(header.parent), str(Path(__file__).resolve().parent / "cworker.c"),
-                        "-L", str(libdir), "-lcosid", f"-Wl,-rpath,{libdir}", "-o", str(out)],
+                        "-L", str(linkdir), "-lcosid", f"-Wl,-rpath,{linkdir}", "-o", str(out)],
                        capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"chaos: cannot build tests/chaos/cworker.c against {lib}:\n{r.stderr[-2000:]}")
