@@ -101,6 +101,28 @@ pub struct Reservation {
     pub count: u32,
 }
 
+impl Reservation {
+    /// Writes the run's ids, composed with `layout` (the generator's), into `out[..count]`, in
+    /// increasing order: the one place a batch turns reserved sequence numbers into ids.
+    ///
+    /// # Panics
+    /// When `out` is shorter than `count` (a caller's bug: it asked for at most `out.len()`).
+    #[inline]
+    pub fn write_ids(&self, layout: &Layout, out: &mut [u64]) {
+        let base = layout.compose(self.timestamp, self.slot, 0) | self.first_sequence as u64;
+        for (i, id) in out[..self.count as usize].iter_mut().enumerate() {
+            *id = base + i as u64;
+        }
+    }
+
+    /// The run's ids, composed with `layout`, in increasing order (see [`Reservation::write_ids`]).
+    #[inline]
+    pub fn ids(&self, layout: &Layout) -> impl Iterator<Item = u64> {
+        let base = layout.compose(self.timestamp, self.slot, 0) | self.first_sequence as u64;
+        (0..self.count as u64).map(move |i| base + i)
+    }
+}
+
 /// A Snowflake generator bound to a shared [`Window`].
 ///
 /// Thread-safe and lock-free: any number of threads may call `next`, `try_next` and
@@ -476,13 +498,7 @@ impl Generator {
                 TryNext::Ready(r) => r,
                 TryNext::Wait { .. } => self.reserve_waiting(want)?,
             };
-            let base = self.fast.compose(r.timestamp, r.slot, 0);
-            for (i, slot) in out[filled..filled + r.count as usize]
-                .iter_mut()
-                .enumerate()
-            {
-                *slot = base | (r.first_sequence as u64 + i as u64);
-            }
+            r.write_ids(&self.layout, &mut out[filled..]);
             filled += r.count as usize;
         }
         Ok(())
@@ -579,6 +595,24 @@ fn out_of_range(layout: &Layout, now_ms: i64) -> Error {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reservation_writes_its_run_in_the_layouts_bit_order() {
+        let r = Reservation {
+            timestamp: 7,
+            slot: 1,
+            first_sequence: 2,
+            count: 2,
+        };
+        for layout in [Layout::MILLIS, Layout::SAFE_JS_SECONDS] {
+            let want: Vec<u64> = (0..2).map(|i| layout.compose(7, 1, 2 + i)).collect();
+            let mut out = [0u64; 3];
+            r.write_ids(&layout, &mut out);
+            assert_eq!(out[..2], want[..]);
+            assert_eq!(out[2], 0, "nothing past the run");
+            assert_eq!(r.ids(&layout).collect::<Vec<_>>(), want);
+        }
+    }
     use crate::clock::{Clock, ManualClock};
     use std::collections::HashSet;
 

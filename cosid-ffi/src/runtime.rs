@@ -186,7 +186,7 @@ pub(crate) fn fill_batch(generator: &Generator, out: &mut [u64]) -> Result<()> {
     let want = |left: usize| left.min(u32::MAX as usize) as u32;
     let first = reserve(want(out.len()))?;
     if first.count as usize == out.len() {
-        write_run(generator, &first, out);
+        first.write_ids(generator.layout(), out);
         return Ok(());
     }
     let mut runs = vec![first];
@@ -198,19 +198,10 @@ pub(crate) fn fill_batch(generator: &Generator, out: &mut [u64]) -> Result<()> {
     }
     let mut filled = 0;
     for r in &runs {
-        write_run(generator, r, &mut out[filled..filled + r.count as usize]);
+        r.write_ids(generator.layout(), &mut out[filled..]);
         filled += r.count as usize;
     }
     Ok(())
-}
-
-#[inline]
-fn write_run(generator: &Generator, r: &Reservation, out: &mut [u64]) {
-    let base = generator.layout().compose(r.timestamp, r.slot, 0);
-    let first = r.first_sequence as u64;
-    for (i, slot) in out.iter_mut().enumerate() {
-        *slot = base | (first + i as u64);
-    }
 }
 
 /// Ordered shutdown: every generator of the runtime closes (no id is issued after this call

@@ -130,11 +130,7 @@ fn fill(gen: &Generator, out: &mut [u64]) -> Res<()> {
         let want = (out.len() - filled).min(u32::MAX as usize) as u32;
         match gen.try_reserve(want)? {
             TryNext::Ready(r) => {
-                let base = gen.layout().compose(r.timestamp, r.slot, 0);
-                let run = &mut out[filled..filled + r.count as usize];
-                for (i, id) in run.iter_mut().enumerate() {
-                    *id = base | (r.first_sequence as u64 + i as u64);
-                }
+                r.write_ids(gen.layout(), &mut out[filled..]);
                 filled += r.count as usize;
                 waiting_since = None;
                 gave_up = false;

@@ -84,9 +84,8 @@ fn fill(
     while filled < n {
         let want = (n - filled).min(u32::MAX as usize) as u32;
         let r = reserve(py, g, want)?;
-        let base = layout.compose(r.timestamp, r.slot, 0) | r.first_sequence as u64;
-        for i in 0..r.count as usize {
-            put(filled + i, base + i as u64)?;
+        for (i, id) in r.ids(layout).enumerate() {
+            put(filled + i, id)?;
         }
         filled += r.count as usize;
     }
