@@ -44,3 +44,23 @@ network_faults!(
 fn password_url(url: &str) -> String {
     network::with_user(url, "root")
 }
+
+/// A member that accepts connections and never answers (stopped, or cut off from its cluster)
+/// costs one operation, not every one: the next goes to the next member.
+#[test]
+fn a_member_that_never_answers_is_left_for_the_next_one() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    // Accepts (the kernel's backlog does) and never reads or writes.
+    let server = Server::etcd();
+    let url = format!("etcd://127.0.0.1:{silent_port},127.0.0.1:{}", server.port());
+    let store = open(&url, Duration::from_millis(500)).unwrap();
+    let first = store.snapshot("silent-member");
+    assert!(first.is_err(), "the silent member answered: {first:?}");
+    // The operation's deadline cancelled the request: the next one goes to the live member.
+    for attempt in 0..3 {
+        let next = store.snapshot("silent-member");
+        assert!(next.is_ok(), "attempt {attempt} after the timeout: {next:?}");
+    }
+    drop(silent);
+}

@@ -233,7 +233,14 @@ impl Gateway {
             None => self.connect().await?,
         };
         let endpoint = &self.endpoints[conn.endpoint];
-        match exchange(&mut conn.io, &endpoint.authority(), path, body, token).await {
+        let mut unfinished = MoveOnIfUnfinished {
+            gateway: self,
+            endpoint: conn.endpoint,
+            finished: false,
+        };
+        let exchanged = exchange(&mut conn.io, &endpoint.authority(), path, body, token).await;
+        unfinished.finished = true;
+        match exchanged {
             Ok((status, answer, keep_alive)) => {
                 if keep_alive {
                     conn.idle_since = Instant::now();
@@ -247,9 +254,7 @@ impl Gateway {
             Err(e) => {
                 // The connection is dropped; the next one starts from the next member, and the
                 // idle ones (likely to the same trouble) are closed too.
-                let mut st = self.state();
-                st.next = (conn.endpoint + 1) % self.endpoints.len();
-                st.idle.clear();
+                self.move_on_from(conn.endpoint);
                 Err(CallError::Io(format!(
                     "{} ({}): {e}",
                     endpoint.authority(),
@@ -257,6 +262,14 @@ impl Gateway {
                 )))
             }
         }
+    }
+
+    /// The next new connection starts from the member after `endpoint`; idle connections
+    /// (likely to the same trouble) are closed.
+    fn move_on_from(&self, endpoint: usize) {
+        let mut st = self.state();
+        st.next = (endpoint + 1) % self.endpoints.len();
+        st.idle.clear();
     }
 
     /// An idle connection that is still open, if any.
@@ -777,5 +790,23 @@ mod tests {
         let bad: RangeAnswer = parse(br#"{"kvs":[{"key":"!!"}]}"#).unwrap();
         assert!(bad.kvs().is_err());
         assert_eq!(b64(b"key"), "a2V5");
+    }
+}
+
+/// Moves the next connection on to the following member when a request is dropped before its
+/// answer came: the operation's deadline cancelled it. A member that is stopped or cut off from
+/// its cluster still accepts connections and never answers, so without this every retry would
+/// go back to it while the other members serve.
+struct MoveOnIfUnfinished<'a> {
+    gateway: &'a Gateway,
+    endpoint: usize,
+    finished: bool,
+}
+
+impl Drop for MoveOnIfUnfinished<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.gateway.move_on_from(self.endpoint);
+        }
     }
 }
