@@ -444,6 +444,20 @@ mod tests {
     }
 
     #[test]
+    fn a_symlink_in_place_of_the_lock_file_is_refused_and_its_target_left_alone() {
+        // Taking the lock truncates the lock file and writes our pid into it: through a planted
+        // symlink that would overwrite whatever it points at.
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        std::os::unix::fs::symlink(&victim, lock_path(&state)).unwrap();
+        let e = lock_state_file(&state).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::StateFile, "{e}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    }
+
+    #[test]
     fn the_directory_of_a_bare_file_name_is_the_current_one() {
         assert_eq!(dir_of(Path::new("state")), PathBuf::from("."));
         assert_eq!(
