@@ -42,4 +42,3 @@ module.exports.Runtime = native.Runtime
 module.exports.Generator = native.Generator
 module.exports.toBase62 = native.toBase62
 module.exports.fromBase62 = native.fromBase62
-module.exports.noop = native.noop

@@ -60,7 +60,10 @@ fn a_member_that_never_answers_is_left_for_the_next_one() {
     // The operation's deadline cancelled the request: the next one goes to the live member.
     for attempt in 0..3 {
         let next = store.snapshot("silent-member");
-        assert!(next.is_ok(), "attempt {attempt} after the timeout: {next:?}");
+        assert!(
+            next.is_ok(),
+            "attempt {attempt} after the timeout: {next:?}"
+        );
     }
     drop(silent);
 }
