@@ -444,6 +444,77 @@ mod tests {
     }
 
     #[test]
+    fn tick_writes_the_next_ceiling_half_way_and_backs_off_when_it_cannot() {
+        use crate::clock::ManualClock;
+        const T0: i64 = 1_800_000_000_000;
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let clock = ManualClock::shared(T0);
+        let window = Arc::new(Window::new());
+        let events: Arc<EventBus> = Arc::default();
+        let seen: Arc<Mutex<Vec<Event>>> = Arc::default();
+        events.subscribe(Arc::new({
+            let seen = seen.clone();
+            move |e: &Event| seen.lock().unwrap().push(e.clone())
+        }));
+        let counters: Arc<Counters> = Arc::default();
+        let config = StaticConfig {
+            slot: 1,
+            state_file: Some(state.clone()),
+            ahead: Duration::from_secs(10),
+            not_before_ms: Some(T0 - 1),
+        };
+        let s = StaticSlot::start(
+            config,
+            window.clone(),
+            clock.clone(),
+            events,
+            counters.clone(),
+        )
+        .unwrap();
+        assert_eq!(window.read().ceiling, T0 + 10_000);
+        // 10 s ahead: nothing to write until half of it is left, 5 s from now.
+        assert_eq!(s.tick(), Duration::from_secs(5));
+        clock.advance(Duration::from_millis(4_000));
+        assert_eq!(s.tick(), Duration::from_secs(1));
+        assert_eq!(
+            read_state(&state).unwrap(),
+            Some(T0 + 10_000),
+            "not written yet"
+        );
+        // Less than half left: the next ceiling is now + ahead, written, then bound.
+        clock.advance(Duration::from_millis(1_001));
+        assert_eq!(s.tick(), Duration::from_secs(5));
+        let next = T0 + 5_001 + 10_000;
+        assert_eq!(read_state(&state).unwrap(), Some(next));
+        assert_eq!(window.read().ceiling, next);
+        assert_eq!(
+            counters.renewals.load(std::sync::atomic::Ordering::Relaxed),
+            1
+        );
+        // A file stands where the state file's directory was: every attempt fails, backing off
+        // 200, 400, 800, 1600, 1600 ms, and the window keeps its ceiling.
+        let dir_path = dir.path().to_path_buf();
+        std::fs::remove_dir_all(&dir_path).unwrap();
+        std::fs::write(&dir_path, "not a directory").unwrap();
+        clock.advance(Duration::from_millis(5_001));
+        let waits: Vec<u64> = (0..5).map(|_| s.tick().as_millis() as u64).collect();
+        assert_eq!(waits, [200, 400, 800, 1600, 1600]);
+        assert_eq!(window.read().ceiling, next);
+        let attempts: Vec<u32> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                Event::RenewalFailed { attempt, .. } => Some(*attempt),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(attempts, [1, 2, 3, 4, 5]);
+        std::fs::remove_file(&dir_path).unwrap();
+    }
+
+    #[test]
     fn a_symlink_in_place_of_the_lock_file_is_refused_and_its_target_left_alone() {
         // Taking the lock truncates the lock file and writes our pid into it: through a planted
         // symlink that would overwrite whatever it points at.
