@@ -649,6 +649,24 @@ pub(super) fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, CallErr
     })
 }
 
+/// Moves the next connection on to the following member when a request is dropped before its
+/// answer came: the operation's deadline cancelled it. A member that is stopped or cut off from
+/// its cluster still accepts connections and never answers, so without this every retry would
+/// go back to it while the other members serve.
+struct MoveOnIfUnfinished<'a> {
+    gateway: &'a Gateway,
+    endpoint: usize,
+    finished: bool,
+}
+
+impl Drop for MoveOnIfUnfinished<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.gateway.move_on_from(self.endpoint);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -790,23 +808,5 @@ mod tests {
         let bad: RangeAnswer = parse(br#"{"kvs":[{"key":"!!"}]}"#).unwrap();
         assert!(bad.kvs().is_err());
         assert_eq!(b64(b"key"), "a2V5");
-    }
-}
-
-/// Moves the next connection on to the following member when a request is dropped before its
-/// answer came: the operation's deadline cancelled it. A member that is stopped or cut off from
-/// its cluster still accepts connections and never answers, so without this every retry would
-/// go back to it while the other members serve.
-struct MoveOnIfUnfinished<'a> {
-    gateway: &'a Gateway,
-    endpoint: usize,
-    finished: bool,
-}
-
-impl Drop for MoveOnIfUnfinished<'_> {
-    fn drop(&mut self) {
-        if !self.finished {
-            self.gateway.move_on_from(self.endpoint);
-        }
     }
 }
