@@ -711,6 +711,36 @@ mod tests {
     }
 
     #[test]
+    fn a_store_clock_ahead_is_skew_too_with_its_sign_and_half_the_tolerance_is_not() {
+        // The store reads 2 s ahead of us: our clock minus the store's, -2000 ms.
+        let store_clock = ManualClock::shared(T0 + 2_000);
+        let r = rig(Some(store_clock.clone()));
+        let k = r.start(2, "a", TTL).unwrap();
+        let skews = || -> Vec<i64> {
+            r.events
+                .lock()
+                .unwrap()
+                .iter()
+                .filter_map(|e| match e {
+                    Event::ClockSkew { skew_ms } => Some(*skew_ms),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(skews(), [-2_000]);
+        // Exactly half the tolerance (500 ms) ahead is within it: no event.
+        store_clock.set(r.clock.now_ms() + TTL.as_millis() as i64 / 3 + 500);
+        r.clock.advance(TTL / 3);
+        k.tick();
+        assert_eq!(skews(), [-2_000]);
+        // One millisecond more is beyond it.
+        store_clock.set(r.clock.now_ms() + TTL.as_millis() as i64 / 3 + 501);
+        r.clock.advance(TTL / 3);
+        k.tick();
+        assert_eq!(skews(), [-2_000, -501]);
+    }
+
+    #[test]
     fn a_slow_store_call_is_not_clock_skew() {
         // The store's clock is ours, but every call takes 3 s after it read it (a SQLite store
         // waiting for its file's lock): the reading lies inside the call, so it is no skew.
