@@ -546,6 +546,19 @@ mod tests {
             )
         }
 
+        /// The `skew_ms` of every ClockSkew event so far.
+        fn skews(&self) -> Vec<i64> {
+            self.events
+                .lock()
+                .unwrap()
+                .iter()
+                .filter_map(|e| match e {
+                    Event::ClockSkew { skew_ms } => Some(*skew_ms),
+                    _ => None,
+                })
+                .collect()
+        }
+
         fn names(&self) -> Vec<&'static str> {
             self.events
                 .lock()
@@ -691,17 +704,7 @@ mod tests {
         let store_clock = ManualClock::shared(T0 - 2_000);
         let r = rig(Some(store_clock.clone()));
         let k = r.start(2, "a", TTL).unwrap();
-        let skews: Vec<i64> = r
-            .events
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|e| match e {
-                Event::ClockSkew { skew_ms } => Some(*skew_ms),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(skews, [2_000]);
+        assert_eq!(r.skews(), [2_000]);
         // Within tolerance/2: no event.
         store_clock.set(r.clock.now_ms() - 400);
         r.clock.advance(TTL / 3);
@@ -716,28 +719,17 @@ mod tests {
         let store_clock = ManualClock::shared(T0 + 2_000);
         let r = rig(Some(store_clock.clone()));
         let k = r.start(2, "a", TTL).unwrap();
-        let skews = || -> Vec<i64> {
-            r.events
-                .lock()
-                .unwrap()
-                .iter()
-                .filter_map(|e| match e {
-                    Event::ClockSkew { skew_ms } => Some(*skew_ms),
-                    _ => None,
-                })
-                .collect()
-        };
-        assert_eq!(skews(), [-2_000]);
+        assert_eq!(r.skews(), [-2_000]);
         // Exactly half the tolerance (500 ms) ahead is within it: no event.
         store_clock.set(r.clock.now_ms() + TTL.as_millis() as i64 / 3 + 500);
         r.clock.advance(TTL / 3);
         k.tick();
-        assert_eq!(skews(), [-2_000]);
+        assert_eq!(r.skews(), [-2_000]);
         // One millisecond more is beyond it.
         store_clock.set(r.clock.now_ms() + TTL.as_millis() as i64 / 3 + 501);
         r.clock.advance(TTL / 3);
         k.tick();
-        assert_eq!(skews(), [-2_000, -501]);
+        assert_eq!(r.skews(), [-2_000, -501]);
     }
 
     #[test]
