@@ -43,3 +43,51 @@ network_faults!(
 fn password_url(url: &str) -> String {
     network::with_user(url, "cosid")
 }
+
+/// The connections the server at `url` has accepted since it started, as its `INFO stats`
+/// counts them (the connection asking included).
+fn connections_received(url: &str) -> usize {
+    let mut con = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .expect("a direct connection to the test server");
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query(&mut con)
+        .expect("INFO stats");
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no total_connections_received in INFO stats: {info}"))
+}
+
+/// A handle shares one connection among all its callers, including the first ones: 256
+/// threads that call a fresh handle at once open one connection between them, not one each
+/// (one each ran into the server's client limit and listen backlog, and callers saw
+/// "connection reset by peer").
+#[test]
+fn callers_of_a_fresh_handle_share_one_connection() {
+    let server = Server::redis();
+    let url = server.url();
+    let before = connections_received(&url);
+    let store = open(&url, Duration::from_secs(20)).expect("the store opens");
+    let ns = conformance::unique_namespace("one-connection");
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(256));
+    let threads: Vec<_> = (0..256)
+        .map(|_| {
+            let (store, barrier, ns) = (store.clone(), barrier.clone(), ns.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                store.snapshot(&ns).map(|_| ())
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("caller thread").expect("the snapshot");
+    }
+    // `before + 1` is the connection that asked for `before`.
+    assert_eq!(
+        connections_received(&url),
+        before + 2,
+        "256 callers of one handle are connected by one connection"
+    );
+}

@@ -11,7 +11,7 @@
 //! calls too; many calling threads do not take turns driving the IO; and the methods may be
 //! called from inside another tokio runtime.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use std::fmt;
 use std::future::Future;
 use std::time::Duration;
@@ -152,4 +152,163 @@ pub(crate) enum Failure<E> {
     Failed(E),
     /// The timeout ran out.
     TimedOut,
+}
+
+/// The one connection a network store shares among all its callers, numbered so that a failure
+/// drops only the connection it happened on.
+///
+/// One caller connects at a time, and the callers that waited for it take its outcome: its
+/// connection, or its error. So a thousand threads that call a fresh store at once open one
+/// connection, not a thousand (past the server's client limit and listen backlog), and when the
+/// server is unreachable they fail together after one connect timeout, not one after another.
+pub(crate) struct SharedConnection<C> {
+    state: std::sync::Mutex<Connection<C>>,
+    /// Connect attempts ended so far; written under `state`'s lock, read before taking it.
+    attempts: std::sync::atomic::AtomicU64,
+}
+
+struct Connection<C> {
+    /// The live connection and its number (the attempt that made it).
+    current: Option<(u64, C)>,
+    /// The error of the last attempt, if it failed.
+    failed: Option<(ErrorKind, String)>,
+}
+
+impl<C: Clone> SharedConnection<C> {
+    pub(crate) fn new() -> Self {
+        SharedConnection {
+            state: std::sync::Mutex::new(Connection {
+                current: None,
+                failed: None,
+            }),
+            attempts: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// The live connection (if `usable` says it still is) and its number, else one made by
+    /// `connect`; if another caller's attempt ended while this one waited for it, that
+    /// attempt's outcome.
+    pub(crate) fn get(
+        &self,
+        usable: impl Fn(&C) -> bool,
+        connect: impl FnOnce() -> Result<C>,
+    ) -> Result<(u64, C)> {
+        use std::sync::atomic::Ordering;
+        let seen = self.attempts.load(Ordering::Acquire);
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((number, conn)) = &state.current {
+            if usable(conn) {
+                return Ok((*number, conn.clone()));
+            }
+        }
+        state.current = None;
+        let attempts = self.attempts.load(Ordering::Acquire);
+        if attempts != seen {
+            if let Some((kind, message)) = &state.failed {
+                return Err(Error::new(*kind, message.clone()));
+            }
+        }
+        // Counted when it ends: a caller that arrives while it runs sees the count change
+        // once it is over, and takes its outcome.
+        let number = attempts + 1;
+        let outcome = connect();
+        self.attempts.store(number, Ordering::Release);
+        match outcome {
+            Ok(conn) => {
+                state.failed = None;
+                state.current = Some((number, conn.clone()));
+                Ok((number, conn))
+            }
+            Err(e) => {
+                state.failed = Some((e.kind(), e.to_string()));
+                Err(e)
+            }
+        }
+    }
+
+    /// Forgets connection `number` (it failed), unless another has replaced it already.
+    pub(crate) fn drop_if_current(&self, number: u64) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.current.as_ref().is_some_and(|(n, _)| *n == number) {
+            state.current = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Barrier};
+
+    /// `threads` callers at once on `shared`, each connecting with `connect` if it must.
+    fn callers(
+        shared: &Arc<SharedConnection<u32>>,
+        threads: usize,
+        connect: impl Fn() -> Result<u32> + Send + Sync + 'static,
+    ) -> Vec<Result<(u64, u32)>> {
+        let barrier = Arc::new(Barrier::new(threads));
+        let connect = Arc::new(connect);
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let (shared, barrier, connect) = (shared.clone(), barrier.clone(), connect.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    shared.get(|_| true, || connect())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    #[test]
+    fn callers_at_once_share_one_connect() {
+        let shared = Arc::new(SharedConnection::new());
+        let connects = Arc::new(AtomicUsize::new(0));
+        let counted = connects.clone();
+        let got = callers(&shared, 64, move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(50));
+            Ok(7)
+        });
+        assert_eq!(connects.load(Ordering::SeqCst), 1);
+        assert!(got.iter().all(|r| matches!(r, Ok((1, 7)))), "{got:?}");
+    }
+
+    #[test]
+    fn callers_that_waited_for_a_failed_connect_take_its_error() {
+        let shared = Arc::new(SharedConnection::new());
+        let connects = Arc::new(AtomicUsize::new(0));
+        let counted = connects.clone();
+        let got = callers(&shared, 64, move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(200));
+            Err(Error::store("store redis://x: connecting: refused"))
+        });
+        // Callers that reached the lock only after the first attempt ended may try once more
+        // each; on a loaded machine a few do, never one per caller in a row.
+        let n = connects.load(Ordering::SeqCst);
+        assert!(n < 8, "{n} connect attempts for 64 callers");
+        for r in &got {
+            let e = r.as_ref().unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Store);
+            assert_eq!(e.to_string(), "store redis://x: connecting: refused");
+        }
+        // A later caller tries again rather than taking an old error.
+        assert!(matches!(shared.get(|_| true, || Ok(9)), Ok((_, 9))));
+    }
+
+    #[test]
+    fn a_failure_drops_only_the_connection_it_happened_on() {
+        let shared = SharedConnection::new();
+        let (first, _) = shared.get(|_| true, || Ok(1u32)).unwrap();
+        shared.drop_if_current(first);
+        let (second, conn) = shared.get(|_| true, || Ok(2)).unwrap();
+        assert_eq!((second, conn), (first + 1, 2));
+        // A late report about the first connection leaves the second in place.
+        shared.drop_if_current(first);
+        assert_eq!(shared.get(|_| true, || Ok(3)).unwrap(), (second, 2));
+        // An unusable connection is replaced.
+        assert_eq!(shared.get(|c| *c != 2, || Ok(4)).unwrap(), (second + 1, 4));
+    }
 }

@@ -21,7 +21,7 @@
 //!
 //! What PostgreSQL must be set up to keep for uniqueness to hold is in `docs/stores.md`.
 
-use super::blocking::{Failure, IoRuntime, DEFAULT_TIMEOUT};
+use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
 use super::{NamespaceSnapshot, SlotStore, StoreUrl};
 use crate::error::{Error, Result};
 use crate::lease::record::IdLayout;
@@ -33,7 +33,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::fmt;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::config::SslMode;
 use tokio_postgres::types::ToSql;
@@ -162,7 +162,7 @@ pub struct PostgresStore {
     io: IoRuntime,
     config: tokio_postgres::Config,
     tls: Tls,
-    conn: Mutex<Option<Arc<Conn>>>,
+    conn: SharedConnection<Arc<Conn>>,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -229,36 +229,34 @@ impl PostgresStore {
             io,
             config,
             tls,
-            conn: Mutex::new(None),
+            conn: SharedConnection::new(),
         }))
     }
 
-    /// The live connection, connecting (and checking the schema) when there is none.
-    fn conn(&self) -> Result<Arc<Conn>> {
-        let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = guard.as_ref() {
-            if !c.client.is_closed() {
-                return Ok(c.clone());
-            }
-        }
-        *guard = None;
-        let config = self.config.clone();
-        let tls = self.tls.clone();
-        let conn = self
-            .io
-            .run(async move { connect(config, tls).await })
-            .map_err(|f| match f {
-                Failure::Failed(ConnectError::Schema(e)) => {
-                    Error::store(self.io.scrub(&format!("store {}: {e}", self.io.name())))
-                }
-                Failure::Failed(ConnectError::Pg(e)) => self
-                    .io
-                    .failure("connecting", Failure::Failed(pg_message(&e))),
-                Failure::TimedOut => self.io.failure::<String>("connecting", Failure::TimedOut),
-            })?;
-        let conn = Arc::new(conn);
-        *guard = Some(conn.clone());
-        Ok(conn)
+    /// The live connection and its number, connecting (and checking the schema) when there is
+    /// none or it was closed.
+    fn conn(&self) -> Result<(u64, Arc<Conn>)> {
+        self.conn.get(
+            |c| !c.client.is_closed(),
+            || {
+                let config = self.config.clone();
+                let tls = self.tls.clone();
+                self.io
+                    .run(async move { connect(config, tls).await })
+                    .map(Arc::new)
+                    .map_err(|f| match f {
+                        Failure::Failed(ConnectError::Schema(e)) => {
+                            Error::store(self.io.scrub(&format!("store {}: {e}", self.io.name())))
+                        }
+                        Failure::Failed(ConnectError::Pg(e)) => self
+                            .io
+                            .failure("connecting", Failure::Failed(pg_message(&e))),
+                        Failure::TimedOut => {
+                            self.io.failure::<String>("connecting", Failure::TimedOut)
+                        }
+                    })
+            },
+        )
     }
 
     /// Runs one statement on the connection; a closed connection or a timeout drops it so the
@@ -269,7 +267,7 @@ impl PostgresStore {
         pick: fn(&Conn) -> &Statement,
         params: Vec<Param>,
     ) -> Result<Vec<Row>> {
-        let conn = self.conn()?;
+        let (number, conn) = self.conn()?;
         let on_io = conn.clone();
         let outcome = self.io.run(async move {
             let refs: Vec<&(dyn ToSql + Sync)> = params
@@ -286,10 +284,7 @@ impl PostgresStore {
                     Failure::TimedOut => true,
                 };
                 if drop_it {
-                    let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-                    if guard.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
-                        *guard = None;
-                    }
+                    self.conn.drop_if_current(number);
                 }
                 Err(self.io.failure(
                     what,

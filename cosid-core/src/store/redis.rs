@@ -20,14 +20,14 @@
 //!
 //! What Redis must be set up to keep for uniqueness to hold is in `docs/stores.md`.
 
-use super::blocking::{Failure, IoRuntime, DEFAULT_TIMEOUT};
+use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
 use super::{codec, NamespaceSnapshot, SlotStore, StoreUrl};
 use crate::error::{Error, Result};
 use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, IntoConnectionInfo, RedisError, Script, Value};
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Allocates the next version of the namespace (KEYS[n] is the counter).
@@ -97,7 +97,7 @@ struct Scripts {
 pub struct RedisStore {
     io: IoRuntime,
     shared: Arc<Shared>,
-    conn: Mutex<Option<MultiplexedConnection>>,
+    conn: SharedConnection<MultiplexedConnection>,
 }
 
 /// What the IO thread's futures need.
@@ -175,8 +175,29 @@ impl RedisStore {
                     cas_slot: Script::new(&format!("{NEXT_VERSION}{CAS_SLOT}")),
                 },
             }),
-            conn: Mutex::new(None),
+            conn: SharedConnection::new(),
         }))
+    }
+
+    /// The shared connection and its number, connecting first if there is none.
+    fn connection(&self, what: &str) -> Result<(u64, MultiplexedConnection)> {
+        self.conn.get(
+            |_| true,
+            || {
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(self.io.timeout()))
+                    .set_response_timeout(Some(self.io.timeout()));
+                let shared = self.shared.clone();
+                self.io
+                    .run(async move {
+                        shared
+                            .client
+                            .get_multiplexed_async_connection_with_config(&config)
+                            .await
+                    })
+                    .map_err(|f| self.io.failure(what, f))
+            },
+        )
     }
 
     /// Runs one script with `keys` and `args` (one round trip); on a connection failure or
@@ -188,22 +209,9 @@ impl RedisStore {
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Value> {
-        let cached = self.conn.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.io.timeout()))
-            .set_response_timeout(Some(self.io.timeout()));
+        let (number, mut conn) = self.connection(what)?;
         let shared = self.shared.clone();
         let outcome = self.io.run(async move {
-            let (mut conn, fresh) = match cached {
-                Some(c) => (c, false),
-                None => (
-                    shared
-                        .client
-                        .get_multiplexed_async_connection_with_config(&config)
-                        .await?,
-                    true,
-                ),
-            };
             let mut invocation = script(&shared.scripts).prepare_invoke();
             for k in &keys {
                 invocation.key(k);
@@ -211,25 +219,16 @@ impl RedisStore {
             for a in &args {
                 invocation.arg(a);
             }
-            let value: Value = invocation.invoke_async(&mut conn).await?;
-            Ok::<_, RedisError>((value, conn, fresh))
+            invocation.invoke_async::<Value>(&mut conn).await
         });
-        match outcome {
-            Ok((value, conn, fresh)) => {
-                if fresh {
-                    *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = Some(conn);
-                }
-                Ok(value)
+        outcome.map_err(|f| {
+            let keep = matches!(&f, Failure::Failed(e) if !e.is_io_error()
+                && !e.is_connection_dropped() && !e.is_connection_refusal() && !e.is_timeout());
+            if !keep {
+                self.conn.drop_if_current(number);
             }
-            Err(f) => {
-                let keep = matches!(&f, Failure::Failed(e) if !e.is_io_error()
-                    && !e.is_connection_dropped() && !e.is_connection_refusal() && !e.is_timeout());
-                if !keep {
-                    *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = None;
-                }
-                Err(self.io.failure(what, f))
-            }
-        }
+            self.io.failure(what, f)
+        })
     }
 
     fn place(&self, key: &str) -> String {
