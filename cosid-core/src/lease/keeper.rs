@@ -495,6 +495,8 @@ mod tests {
         store: Arc<Outage>,
         window: Arc<Window>,
         events: Arc<Mutex<Vec<Event>>>,
+        /// The monotonic time of each event in `events`.
+        times: Arc<Mutex<Vec<Duration>>>,
         counters: Arc<Counters>,
     }
 
@@ -516,6 +518,7 @@ mod tests {
             clock,
             window: Arc::new(Window::new()),
             events: Arc::default(),
+            times: Arc::default(),
             counters: Arc::default(),
         }
     }
@@ -527,9 +530,11 @@ mod tests {
 
         fn start(&self, bits: u8, owner: &str, acquire_timeout: Duration) -> Result<LeaseKeeper> {
             let bus = Arc::new(EventBus::default());
-            let sink = self.events.clone();
+            let (sink, times, clock) =
+                (self.events.clone(), self.times.clone(), self.clock.clone());
             bus.subscribe(Arc::new(move |e: &Event| {
-                sink.lock().unwrap().push(e.clone())
+                sink.lock().unwrap().push(e.clone());
+                times.lock().unwrap().push(clock.monotonic());
             }));
             LeaseKeeper::start(
                 self.client(bits),
@@ -556,6 +561,18 @@ mod tests {
                     Event::ClockSkew { skew_ms } => Some(*skew_ms),
                     _ => None,
                 })
+                .collect()
+        }
+
+        /// When each event called `name` came, in ms after `since` (monotonic).
+        fn times_of(&self, name: &str, since: Duration) -> Vec<u128> {
+            let events = self.events.lock().unwrap();
+            let times = self.times.lock().unwrap();
+            events
+                .iter()
+                .zip(times.iter())
+                .filter(|(e, _)| e.name() == name)
+                .map(|(_, t)| (*t - since).as_millis())
                 .collect()
         }
 
@@ -677,6 +694,45 @@ mod tests {
         assert!(e.message().contains("acquire-timeout"), "{e}");
         assert_eq!(r.clock.monotonic() - t0, Duration::from_secs(2));
         assert!(r.names().contains(&"acquire_failed"));
+    }
+
+    #[test]
+    fn start_up_retries_back_off_from_100ms_up_to_the_acquire_timeout() {
+        let r = rig(None);
+        let _holder = r.start(0, "holder", TTL).unwrap();
+        let t0 = r.clock.monotonic();
+        r.start(0, "late", Duration::from_secs(2)).unwrap_err();
+        // Attempts at 0, 0.1, 0.3, 0.7 and 1.5 s failed (reported), the one at 2 s ended it.
+        assert_eq!(
+            r.times_of("acquire_failed", t0),
+            [0, 100, 300, 700, 1500],
+            "the waits between attempts double from 100 ms"
+        );
+    }
+
+    #[test]
+    fn a_failed_reacquisition_backs_off_like_a_failed_renewal() {
+        let r = rig(None);
+        let k = r.start(0, "a", TTL).unwrap();
+        // The lease expires during a long pause and the one slot goes to someone else.
+        r.clock.advance(TTL + Duration::from_secs(1));
+        r.client(0)
+            .acquire(&AcquireRequest {
+                owner: Owner::new("b"),
+                preferred_slot: None,
+                floor_at_least: 0,
+            })
+            .unwrap();
+        let mut waits = Vec::new();
+        for _ in 0..8 {
+            let wait = k.tick();
+            waits.push(wait.as_millis());
+            r.clock.advance(wait);
+        }
+        assert_eq!(waits, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
+        assert!(k.lease().is_none());
+        assert_eq!(r.names().iter().filter(|n| **n == "slot_lost").count(), 1);
+        assert_eq!(r.times_of("acquire_failed", Duration::ZERO).len(), 8);
     }
 
     #[test]
