@@ -16,6 +16,8 @@ pub mod fork;
 pub mod generator;
 pub mod layout;
 pub mod lease;
+// Used by the network stores' URL and record parsers only.
+#[cfg(any(feature = "redis", feature = "postgres", feature = "etcd"))]
 mod percent;
 pub mod runtime;
 pub mod static_slot;
