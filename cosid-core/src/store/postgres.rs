@@ -19,6 +19,15 @@
 //! checks the chain and the host name. Roots come from `sslrootcert` (a PEM file) or else the
 //! system's store. rustls with the ring provider does the TLS.
 //!
+//! Several hosts (`postgres://u:pw@h1:5432,h2:5432/db`) are tried in order, and the first
+//! that qualifies is used: with more than one host and no `target_session_attrs` in the URL,
+//! cosid asks for `read-write` (libpq's default, `any`, would stay on a standby that is up
+//! first, and every compare-and-set there fails), so after a failover the next connection finds
+//! the promoted primary. `any` is honoured when given; `read-only`, `standby` and
+//! `prefer-standby` are refused, as cosid must write. The connect timeout is shared among the
+//! hosts (each gets its part of the operation timeout for its TCP connect), so a first host
+//! that does not answer leaves time for the next.
+//!
 //! What PostgreSQL must be set up to keep for uniqueness to hold is in `docs/stores.md`.
 
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
@@ -35,10 +44,14 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_postgres::config::SslMode;
+use tokio_postgres::config::{SslMode, TargetSessionAttrs};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Row, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
+
+/// SQLSTATE `read_only_sql_transaction`: a write on a standby (or with
+/// `default_transaction_read_only` on).
+const READ_ONLY: &str = "25006";
 
 /// The schema version this build writes and reads.
 const SCHEMA_VERSION: i32 = 2;
@@ -192,19 +205,35 @@ impl PostgresStore {
             )));
         };
         let name = url.redacted();
-        let (rest, sslmode, rootcert) = take_tls_params(raw, &name)?;
+        let Params {
+            rest,
+            sslmode,
+            sslrootcert: rootcert,
+            session,
+        } = take_params(raw, &name)?;
         let mut config = tokio_postgres::Config::from_str(&rest).map_err(|_| {
             // The parser's message may quote the URL: name it redacted instead.
             Error::config(format!(
                 "store URL '{name}' is not a valid PostgreSQL URL; use \
-                 postgres://user[:password]@host[:port]/database[?sslmode=require]"
+                 postgres://user[:password]@host[:port][,host2[:port]…]/database\
+                 [?sslmode=require]"
             ))
         })?;
         let secrets = config
             .get_password()
             .map(|p| vec![String::from_utf8_lossy(p).into_owned()])
             .unwrap_or_default();
-        config.connect_timeout(timeout);
+        let hosts = config
+            .get_hosts()
+            .len()
+            .max(config.get_hostaddrs().len())
+            .max(1);
+        config.target_session_attrs(session_attrs(session.as_deref(), hosts, &name)?);
+        config.connect_timeout(connect_share(
+            timeout,
+            hosts,
+            config.get_connect_timeout().copied(),
+        ));
         if config.get_application_name().is_none() {
             config.application_name("cosid");
         }
@@ -248,9 +277,10 @@ impl PostgresStore {
                         Failure::Failed(ConnectError::Schema(e)) => {
                             Error::store(self.io.scrub(&format!("store {}: {e}", self.io.name())))
                         }
-                        Failure::Failed(ConnectError::Pg(e)) => self
-                            .io
-                            .failure("connecting", Failure::Failed(pg_message(&e))),
+                        Failure::Failed(ConnectError::Pg(e)) => self.io.failure(
+                            "connecting",
+                            Failure::Failed(connect_message(&e, &self.config)),
+                        ),
                         Failure::TimedOut => {
                             self.io.failure::<String>("connecting", Failure::TimedOut)
                         }
@@ -279,8 +309,13 @@ impl PostgresStore {
         match outcome {
             Ok(rows) => Ok(rows),
             Err(f) => {
+                // A read-only server too: the next connection may find the promoted primary.
                 let drop_it = match &f {
-                    Failure::Failed(e) => e.is_closed() || e.as_db_error().is_none(),
+                    Failure::Failed(e) => {
+                        e.is_closed()
+                            || e.as_db_error()
+                                .is_none_or(|db| db.code().code() == READ_ONLY)
+                    }
                     Failure::TimedOut => true,
                 };
                 if drop_it {
@@ -413,9 +448,19 @@ async fn ensure_schema(client: &mut Client) -> Result<(), ConnectError> {
     Ok(())
 }
 
-/// The server's own message when there is one (it never holds the password).
+/// The server's own message when there is one (it never holds the password); for a write
+/// refused by a read-only server, what to do about it.
 fn pg_message(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
+        Some(db) if db.code().code() == READ_ONLY => format!(
+            "{}: {} ({}): the server is read-only (a standby, or \
+             default_transaction_read_only is on); cosid writes, so it must reach the primary: \
+             name the primary in the URL, or list every host \
+             (postgres://user@h1:5432,h2:5432/db) with target_session_attrs=read-write",
+            db.severity(),
+            db.message(),
+            db.code().code()
+        ),
         Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
         None => {
             let mut text = e.to_string();
@@ -429,14 +474,76 @@ fn pg_message(e: &tokio_postgres::Error) -> String {
     }
 }
 
+/// [`pg_message`] for a failed connect; when only writable hosts were wanted and the last one
+/// tried was read-only, says so (the client reports only the last host's error).
+fn connect_message(e: &tokio_postgres::Error, config: &tokio_postgres::Config) -> String {
+    let text = pg_message(e);
+    let refused_read_only = config.get_target_session_attrs() == TargetSessionAttrs::ReadWrite
+        && std::iter::successors(std::error::Error::source(e), |s| s.source()).any(|s| {
+            s.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
+        });
+    if refused_read_only {
+        format!(
+            "{text}: no host of the URL accepted writes (target_session_attrs=read-write): each \
+             is down or a read-only standby; during a failover this lasts until a standby is \
+             promoted, else add the primary to the URL"
+        )
+    } else {
+        text
+    }
+}
+
+/// The session the store asks for: `target_session_attrs` from the URL, or by default
+/// `read-write` with several hosts (`any` with one, which needs no extra round trip).
+fn session_attrs(given: Option<&str>, hosts: usize, name: &str) -> Result<TargetSessionAttrs> {
+    match given {
+        None if hosts > 1 => Ok(TargetSessionAttrs::ReadWrite),
+        None | Some("any") => Ok(TargetSessionAttrs::Any),
+        // libpq's `primary` (not in recovery) is what `read-write` checks here too, stricter:
+        // a primary with default_transaction_read_only on refuses cosid's writes anyway.
+        Some("read-write" | "primary") => Ok(TargetSessionAttrs::ReadWrite),
+        Some(other) => Err(Error::config(format!(
+            "store URL '{name}' has target_session_attrs '{other}'; cosid writes to the store, \
+             so use target_session_attrs=read-write (the default with several hosts) or any"
+        ))),
+    }
+}
+
+/// The bound on one host's TCP connect: the operation timeout shared among the hosts (so a
+/// first host that does not answer leaves time for the next), or the URL's `connect_timeout`
+/// when that is shorter.
+fn connect_share(timeout: Duration, hosts: usize, given: Option<Duration>) -> Duration {
+    let share = timeout / u32::try_from(hosts.max(1)).unwrap_or(u32::MAX);
+    given.map_or(share, |g| g.min(share))
+}
+
+/// The URL with the parameters cosid reads itself taken off, and their values.
+#[derive(Debug, PartialEq, Eq)]
+struct Params {
+    /// The URL for tokio-postgres.
+    rest: String,
+    sslmode: Option<String>,
+    sslrootcert: Option<String>,
+    /// `target_session_attrs`, as given.
+    session: Option<String>,
+}
+
 /// Splits `sslmode` and `sslrootcert` off the URL's query (tokio-postgres knows neither
-/// `verify-ca`/`verify-full` nor `sslrootcert`).
-fn take_tls_params(url: &str, name: &str) -> Result<(String, Option<String>, Option<String>)> {
+/// `verify-ca`/`verify-full` nor `sslrootcert`), and `target_session_attrs` (whose default
+/// here depends on the number of hosts).
+fn take_params(url: &str, name: &str) -> Result<Params> {
     let Some((head, query)) = url.split_once('?') else {
-        return Ok((url.to_string(), None, None));
+        return Ok(Params {
+            rest: url.to_string(),
+            sslmode: None,
+            sslrootcert: None,
+            session: None,
+        });
     };
     let mut mode = None;
     let mut root = None;
+    let mut session = None;
     let mut kept = Vec::new();
     for kv in query.split('&').filter(|kv| !kv.is_empty()) {
         match kv.split_once('=') {
@@ -449,6 +556,7 @@ fn take_tls_params(url: &str, name: &str) -> Result<(String, Option<String>, Opt
                     ))
                 })?)
             }
+            Some(("target_session_attrs", v)) => session = Some(v.to_string()),
             _ => kept.push(kv),
         }
     }
@@ -457,7 +565,12 @@ fn take_tls_params(url: &str, name: &str) -> Result<(String, Option<String>, Opt
     } else {
         format!("{head}?{}", kept.join("&"))
     };
-    Ok((rest, mode, root))
+    Ok(Params {
+        rest,
+        sslmode: mode,
+        sslrootcert: root,
+        session,
+    })
 }
 
 fn provider() -> Arc<CryptoProvider> {
@@ -802,16 +915,86 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tls_parameters_are_taken_off_the_url() {
-        let (rest, mode, root) =
-            take_tls_params("postgres://u:p@h/db?sslmode=verify-full&application_name=x&sslrootcert=%2Fetc%2Fca.pem", "n").unwrap();
-        assert_eq!(rest, "postgres://u:p@h/db?application_name=x");
-        assert_eq!(mode.as_deref(), Some("verify-full"));
-        assert_eq!(root.as_deref(), Some("/etc/ca.pem"));
+    fn tls_and_session_parameters_are_taken_off_the_url() {
+        let p = take_params("postgres://u:p@h1,h2/db?sslmode=verify-full&application_name=x&sslrootcert=%2Fetc%2Fca.pem&target_session_attrs=read-write", "n").unwrap();
+        assert_eq!(p.rest, "postgres://u:p@h1,h2/db?application_name=x");
+        assert_eq!(p.sslmode.as_deref(), Some("verify-full"));
+        assert_eq!(p.sslrootcert.as_deref(), Some("/etc/ca.pem"));
+        assert_eq!(p.session.as_deref(), Some("read-write"));
         assert_eq!(
-            take_tls_params("postgres://h/db", "n").unwrap(),
-            ("postgres://h/db".to_string(), None, None)
+            take_params("postgres://h/db", "n").unwrap(),
+            Params {
+                rest: "postgres://h/db".to_string(),
+                sslmode: None,
+                sslrootcert: None,
+                session: None
+            }
         );
+    }
+
+    #[test]
+    fn several_hosts_ask_for_read_write_unless_told() {
+        use TargetSessionAttrs::{Any, ReadWrite};
+        for (given, hosts, want) in [
+            (None, 1, Any),
+            (None, 2, ReadWrite),
+            (None, 3, ReadWrite),
+            (Some("any"), 2, Any),
+            (Some("read-write"), 1, ReadWrite),
+            (Some("primary"), 2, ReadWrite),
+        ] {
+            assert_eq!(session_attrs(given, hosts, "n").unwrap(), want, "{given:?}");
+        }
+        for bad in ["read-only", "standby", "prefer-standby", "READ-WRITE", ""] {
+            let e = session_attrs(Some(bad), 2, "postgres://***@h1,h2/db").unwrap_err();
+            assert_eq!(e.kind(), crate::error::ErrorKind::Config, "{e}");
+            assert!(e.message().contains(&format!("'{bad}'")), "{e}");
+            assert!(
+                e.message().contains("target_session_attrs=read-write"),
+                "{e}"
+            );
+            assert!(e.message().contains("postgres://***@h1,h2/db"), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_connect_timeout_is_shared_among_the_hosts() {
+        let s = Duration::from_secs;
+        assert_eq!(connect_share(s(2), 1, None), s(2));
+        assert_eq!(connect_share(s(2), 2, None), s(1));
+        assert_eq!(connect_share(s(3), 3, None), s(1));
+        assert_eq!(connect_share(s(2), 0, None), s(2));
+        // The URL's connect_timeout when shorter, never longer.
+        assert_eq!(connect_share(s(10), 2, Some(s(1))), s(1));
+        assert_eq!(connect_share(s(2), 2, Some(s(10))), s(1));
+    }
+
+    #[test]
+    fn a_multi_host_url_opens_and_is_configured() {
+        let url = "postgres://u:hunter2@127.0.0.1:5433,[::1]:5434/db";
+        let store = PostgresStore::open(&StoreUrl::parse(url).unwrap()).unwrap();
+        assert_eq!(store.config.get_hosts().len(), 2);
+        assert_eq!(store.config.get_ports(), &[5433, 5434]);
+        assert_eq!(
+            store.config.get_target_session_attrs(),
+            TargetSessionAttrs::ReadWrite
+        );
+        assert_eq!(
+            store.config.get_connect_timeout(),
+            Some(&(DEFAULT_TIMEOUT / 2))
+        );
+        let shown = format!("{store:?} {}", store.describe());
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(
+            shown.contains("postgres://***@127.0.0.1:5433,[::1]:5434/db"),
+            "{shown}"
+        );
+        let e = PostgresStore::open(
+            &StoreUrl::parse(&format!("{url}?target_session_attrs=standby")).unwrap(),
+        )
+        .unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        assert!(e.message().contains("'standby'"), "{e}");
     }
 
     #[test]
