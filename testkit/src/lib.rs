@@ -21,6 +21,8 @@
 //! run as the `postgres` user (uid and gid set in the child before `exec`, which is what
 //! `runuser -u postgres --` does, without an extra process in between that could outlive us).
 
+pub mod pg_standby;
+
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::io::{Read, Write};
