@@ -91,3 +91,30 @@ fn callers_of_a_fresh_handle_share_one_connection() {
         "256 callers of one handle are connected by one connection"
     );
 }
+
+/// A new master whose version counter is behind the writes a failover lost (here: the counter
+/// set back by hand) does not issue their versions again: every write takes at least the
+/// server's time in microseconds, which has moved on since.
+#[test]
+fn versions_stay_above_those_of_writes_a_failover_lost() {
+    let url = cosid_testkit::shared_redis_url();
+    let store = open(&url, Duration::from_secs(20)).expect("the store opens");
+    let ns = conformance::unique_namespace("lost-counter");
+    let lost = store
+        .cas_slot(&ns, None, &cosid_core::lease::SlotRecord::vacant(0))
+        .unwrap()
+        .expect("a new record is written");
+    let mut con = redis::Client::open(url.as_str())
+        .and_then(|c| c.get_connection())
+        .expect("a direct connection to the test server");
+    let _: () = redis::cmd("SET")
+        .arg(format!("cosid:{{{ns}}}:version"))
+        .arg(1)
+        .query(&mut con)
+        .expect("SET");
+    let after = store
+        .cas_slot(&ns, None, &cosid_core::lease::SlotRecord::vacant(1))
+        .unwrap()
+        .expect("a new record is written");
+    assert!(after > lost, "version {after} is not above {lost}");
+}

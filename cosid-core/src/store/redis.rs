@@ -1,8 +1,20 @@
-//! `redis://` and `rediss://` (TLS): the slot store in Redis (or Valkey).
+//! `redis://` and `rediss://` (TLS): the slot store in Redis (or Valkey); `redis+sentinel://`
+//! and `rediss+sentinel://`: the same on the master that Redis Sentinel names.
 //!
 //! Each primitive is one Lua script, run atomically by the server in one round trip
 //! (`EVALSHA`, falling back to `EVAL` once after a server restart emptied its script cache). The
 //! store clock is `redis.call('TIME')`, read inside the same script.
+//!
+//! With `?replicas=N` (N > 0) each compare-and-set is sent together with `WAIT N timeout` in one
+//! pipeline (still one round trip), and counts as done only when N replicas acknowledged it; a
+//! write they did not acknowledge is a `Store` error, so its caller does not use it and reads
+//! the record again before its next attempt (the write may be on the primary).
+//!
+//! With Sentinel, the master is asked of the sentinels in the URL's order
+//! (`SENTINEL get-master-addr-by-name`), and the connection to it is used only after `ROLE`
+//! on that very connection says `master` (a master just demoted still accepts connections). A
+//! connection that fails, or a server that answers `READONLY`, is dropped, so the next call
+//! asks the sentinels again and follows a failover.
 //!
 //! Keys of namespace `ns`, all with the hash tag `{ns}` so the namespace lives in one hash slot
 //! and works on Redis Cluster:
@@ -13,10 +25,11 @@
 //! | `cosid:{ns}:slots`   | hash   | field = slot number, value `VERSION|` and the slot's line |
 //! | `cosid:{ns}:version` | string | the namespace's version counter                          |
 //!
-//! Versions come from the counter, incremented by every write, so a version never repeats while
-//! the data lives. The counter starts at the server's `TIME` in microseconds when it is created,
-//! so after the server lost its data (restarted empty) new versions still lie above the old ones
-//! unless the server clock went back. The record lines are those of `store::codec`.
+//! Versions come from the counter: every write takes the counter plus one, or the server's
+//! `TIME` in microseconds when that is higher. So a version never repeats while the data lives,
+//! and after the server lost its data (restarted empty) or a failover lost the last writes, new
+//! versions still lie above the lost ones unless the (new) server's clock is behind the time of
+//! the lost write. The record lines are those of `store::codec`.
 //!
 //! What Redis must be set up to keep for uniqueness to hold is in `docs/stores.md`.
 
@@ -25,19 +38,27 @@ use super::{codec, NamespaceSnapshot, SlotStore, StoreUrl};
 use crate::error::{Error, Result};
 use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, IntoConnectionInfo, RedisError, Script, Value};
+use redis::{
+    AsyncConnectionConfig, Client, ConnectionInfo, IntoConnectionInfo, RedisError, Script,
+    ServerErrorKind, Value,
+};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Allocates the next version of the namespace (KEYS[n] is the counter).
+/// Allocates the next version of the namespace (KEYS[n] is the counter): the counter plus one,
+/// or the server time in microseconds when that is higher (so versions issued by writes a
+/// failover lost are not issued again by the new master, whose clock has moved on).
 const NEXT_VERSION: &str = r#"
 local function next_version(counter)
-  if redis.call('EXISTS', counter) == 0 then
-    local t = redis.call('TIME')
-    redis.call('SET', counter, t[1] .. string.format('%06d', tonumber(t[2])))
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local v = redis.call('INCR', counter)
+  if v < now then
+    redis.call('SET', counter, string.format('%d', now))
+    return now
   end
-  return redis.call('INCR', counter)
+  return v
 end
 local function version_of(cur, where)
   if not cur then return '' end
@@ -92,8 +113,15 @@ struct Scripts {
     cas_slot: Script,
 }
 
+/// The most replicas `?replicas=` may ask for.
+const MAX_REPLICAS: u32 = 64;
+
+/// The default port of a sentinel.
+const SENTINEL_PORT: u16 = 26379;
+
 /// The Redis store. Thread-safe; one multiplexed connection shared by all callers, re-opened
-/// after a failure (a restarted server is picked up by the next call).
+/// after a failure (a restarted server, or with Sentinel a new master, is picked up by the next
+/// call).
 pub struct RedisStore {
     io: IoRuntime,
     shared: Arc<Shared>,
@@ -102,8 +130,31 @@ pub struct RedisStore {
 
 /// What the IO thread's futures need.
 struct Shared {
-    client: Client,
+    target: Target,
     scripts: Scripts,
+    /// `?replicas=`: how many replicas must acknowledge a compare-and-set (0: no `WAIT`).
+    replicas: u32,
+    /// `?wait_timeout_ms=`: how long `WAIT` waits for them.
+    wait_timeout_ms: u64,
+}
+
+/// Where the store connects.
+enum Target {
+    /// `redis://` or `rediss://`: one server.
+    Direct(Client),
+    /// `redis+sentinel://`: the master the sentinels name.
+    Sentinel {
+        /// The sentinels, in the URL's order.
+        sentinels: Vec<ConnectionInfo>,
+        /// The master's name in the sentinels' configuration.
+        master: String,
+        /// `redis` or `rediss`, for the master.
+        scheme: &'static str,
+        /// The URL's user information with its `@` (may hold the password), or "".
+        userinfo: String,
+        /// The database number.
+        db: i64,
+    },
 }
 
 impl fmt::Debug for RedisStore {
@@ -111,6 +162,7 @@ impl fmt::Debug for RedisStore {
         f.debug_struct("RedisStore")
             .field("url", &self.io.name())
             .field("timeout", &self.io.timeout())
+            .field("replicas", &self.shared.replicas)
             .finish_non_exhaustive()
     }
 }
@@ -129,10 +181,222 @@ fn keys(namespace: &str) -> Keys {
     }
 }
 
+/// The forms a Redis store URL may take, for error messages.
+const FORMS: &str = "use redis://[user:password@]host[:port][/db], rediss://… for TLS, or \
+     redis+sentinel://[user:password@]sentinel1[:26379][,sentinel2…]/MASTERNAME[/db] \
+     (rediss+sentinel://… for TLS), each with ?replicas=N[&wait_timeout_ms=M]";
+
+/// The parts of a Redis store URL: everything after the last `@` is split into hosts, path and
+/// query (a password may hold `/`, `?` or `@`, the host part cannot).
+struct Parts<'a> {
+    /// `redis`, `rediss`, `redis+sentinel` or `rediss+sentinel`, lower case.
+    scheme: String,
+    /// The user information with its `@`, or "".
+    userinfo: &'a str,
+    hosts: &'a str,
+    /// The path without its leading `/`.
+    path: &'a str,
+    query: Vec<(&'a str, &'a str)>,
+    /// `#…` (`#insecure` for TLS without checking the certificate), or "".
+    fragment: &'a str,
+}
+
+impl<'a> Parts<'a> {
+    fn of(raw: &'a str) -> Option<Parts<'a>> {
+        let (scheme, rest) = raw.split_once("://")?;
+        let (userinfo, after) = match rest.rfind('@') {
+            Some(i) => (&rest[..=i], &rest[i + 1..]),
+            None => ("", rest),
+        };
+        let (after, fragment) = match after.find('#') {
+            Some(i) => after.split_at(i),
+            None => (after, ""),
+        };
+        let (before_query, query) = after.split_once('?').unwrap_or((after, ""));
+        let (hosts, path) = before_query.split_once('/').unwrap_or((before_query, ""));
+        let query = query
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(|p| p.split_once('=').unwrap_or((p, "")))
+            .collect();
+        Some(Parts {
+            scheme: scheme.to_ascii_lowercase(),
+            userinfo,
+            hosts,
+            path,
+            query,
+            fragment,
+        })
+    }
+
+    /// The URL without the query parameters this store reads (for the Redis client).
+    fn client_url(&self) -> String {
+        let others: Vec<String> = self
+            .query
+            .iter()
+            .filter(|(k, _)| !OURS.contains(k))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let mut url = format!("{}://{}{}", self.scheme, self.userinfo, self.hosts);
+        if !self.path.is_empty() {
+            url.push('/');
+            url.push_str(self.path);
+        }
+        if !others.is_empty() {
+            url.push('?');
+            url.push_str(&others.join("&"));
+        }
+        url.push_str(self.fragment);
+        url
+    }
+
+    fn param(&self, key: &str) -> Option<&'a str> {
+        self.query
+            .iter()
+            .rev()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
+    }
+}
+
+/// The query parameters this store reads itself.
+const OURS: [&str; 2] = ["replicas", "wait_timeout_ms"];
+
+/// A value from the URL as an error shows it: short, and only when it cannot be a piece of a
+/// credential (digits and letters).
+fn shown(value: &str) -> String {
+    if value.len() <= 24 && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        format!("'{value}'")
+    } else {
+        "(not shown)".to_string()
+    }
+}
+
+/// `replicas` and `wait_timeout_ms` of the URL, checked.
+fn wait_options(parts: &Parts<'_>, name: &str, timeout: Duration) -> Result<(u32, u64)> {
+    let replicas = match parts.param("replicas") {
+        None => 0,
+        Some(v) => match v.parse::<u32>() {
+            Ok(n) if n <= MAX_REPLICAS => n,
+            _ => {
+                return Err(Error::config(format!(
+                    "store URL '{name}': replicas={} is not a number of replicas; use \
+                     replicas=N with N from 0 (do not wait for replicas) to {MAX_REPLICAS}",
+                    shown(v)
+                )))
+            }
+        },
+    };
+    let op_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+    let wait_timeout_ms = match parts.param("wait_timeout_ms") {
+        None => (op_ms / 2).max(1),
+        Some(v) => match v.parse::<u64>() {
+            Ok(ms) if ms > 0 && ms < op_ms => ms,
+            _ => {
+                return Err(Error::config(format!(
+                    "store URL '{name}': wait_timeout_ms={} is not a wait in milliseconds \
+                     between 1 and {} (below the store's {op_ms} ms bound on an operation, so \
+                     the answer of WAIT arrives within it); use wait_timeout_ms=M with M in \
+                     that range, or leave it out for {} ms",
+                    shown(v),
+                    op_ms.saturating_sub(1),
+                    (op_ms / 2).max(1)
+                )))
+            }
+        },
+    };
+    if parts.param("wait_timeout_ms").is_some() && replicas == 0 {
+        return Err(Error::config(format!(
+            "store URL '{name}': wait_timeout_ms is given without replicas=N (N > 0), so \
+             nothing would wait; add replicas=N or remove wait_timeout_ms"
+        )));
+    }
+    Ok((replicas, wait_timeout_ms))
+}
+
+/// The sentinels and the master of a `redis+sentinel://` URL.
+fn sentinel_target(parts: &Parts<'_>, name: &str, tls: bool) -> Result<Target> {
+    let bad = |why: String| {
+        Error::config(format!(
+            "store URL '{name}' {why}; use redis+sentinel://[user:password@]sentinel1[:26379][,sentinel2…]/MASTERNAME[/db][?replicas=N]"
+        ))
+    };
+    if let Some((k, _)) = parts.query.iter().find(|(k, _)| !OURS.contains(k)) {
+        return Err(bad(format!(
+            "has the parameter {} that a Sentinel URL does not take (it takes replicas and wait_timeout_ms)",
+            shown(k)
+        )));
+    }
+    if !parts.fragment.is_empty() {
+        return Err(bad(
+            "ends in a #fragment, which a Sentinel URL does not take".to_string(),
+        ));
+    }
+    let mut sentinels = Vec::new();
+    for host in parts.hosts.split(',') {
+        let (h, port) = match host.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(':') && !p.contains(']') => (
+                h,
+                p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
+                    bad(format!("has the sentinel port {}, not a port", shown(p)))
+                })?,
+            ),
+            _ => (host, SENTINEL_PORT),
+        };
+        if h.is_empty() {
+            return Err(bad("has an empty sentinel host".to_string()));
+        }
+        let scheme = if tls { "rediss" } else { "redis" };
+        let info = format!("{scheme}://{h}:{port}")
+            .into_connection_info()
+            .map_err(|e| {
+                bad(format!(
+                    "has a sentinel host that is not valid ({})",
+                    scrub_kind(&e)
+                ))
+            })?;
+        sentinels.push(info);
+    }
+    let mut path = parts.path.splitn(2, '/');
+    let master = path.next().unwrap_or("");
+    if master.is_empty()
+        || !master
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(bad(format!(
+            "has the master name {}; give the name the sentinels know it by \
+             (sentinel monitor NAME …), of [A-Za-z0-9-_.]",
+            if master.is_empty() {
+                "''".to_string()
+            } else {
+                shown(master)
+            }
+        )));
+    }
+    let db = match path.next().map(|d| d.trim_end_matches('/')) {
+        None | Some("") => 0,
+        Some(d) => d
+            .parse::<i64>()
+            .ok()
+            .filter(|d| *d >= 0)
+            .ok_or_else(|| bad(format!("has the database {}, not a number", shown(d))))?,
+    };
+    Ok(Target::Sentinel {
+        sentinels,
+        master: master.to_string(),
+        scheme: if tls { "rediss" } else { "redis" },
+        userinfo: parts.userinfo.to_string(),
+        db,
+    })
+}
+
 impl RedisStore {
-    /// Opens the store `url` (`redis://[user:password@]host[:port][/db]` or `rediss://…`) with
-    /// the default 2 s bound on connecting and on every operation. Connects lazily: a server
-    /// that is down now gives `Store` errors from the operations, not from here.
+    /// Opens the store `url` (`redis://[user:password@]host[:port][/db]`, `rediss://…`, or
+    /// `redis+sentinel://[user:password@]sentinel[:port][,…]/MASTERNAME[/db]`, each with
+    /// `?replicas=N[&wait_timeout_ms=M]`) with the default 2 s bound on connecting and on every
+    /// operation. Connects lazily: a server that is down now gives `Store` errors from the
+    /// operations, not from here.
     pub fn open(url: &StoreUrl) -> Result<Arc<RedisStore>> {
         Self::open_with_timeout(url, DEFAULT_TIMEOUT)
     }
@@ -141,39 +405,84 @@ impl RedisStore {
     pub fn open_with_timeout(url: &StoreUrl, timeout: Duration) -> Result<Arc<RedisStore>> {
         let StoreUrl::Redis { url: raw } = url else {
             return Err(Error::config(format!(
-                "store '{}' is not a redis:// or rediss:// URL",
+                "store '{}' is not a redis://, rediss:// or redis+sentinel:// URL",
                 url.redacted()
             )));
         };
         let name = url.redacted();
-        let info = raw.as_str().into_connection_info().map_err(|e| {
-            Error::config(format!(
-                "store URL '{name}' is not a valid Redis URL ({}); use redis://[user:password@]host[:port][/db] or rediss://… for TLS",
-                scrub_kind(&e)
-            ))
+        let parts = Parts::of(raw.trim()).ok_or_else(|| {
+            Error::config(format!("store URL '{name}' is not a Redis URL; {FORMS}"))
         })?;
+        let (replicas, wait_timeout_ms) = wait_options(&parts, &name, timeout)?;
+        let tls = parts.scheme.starts_with("rediss");
+        let (target, info) = match parts.scheme.as_str() {
+            "redis" | "rediss" => {
+                let info = parts.client_url().into_connection_info().map_err(|e| {
+                    Error::config(format!(
+                        "store URL '{name}' is not a valid Redis URL ({}); {FORMS}",
+                        scrub_kind(&e)
+                    ))
+                })?;
+                (None, info)
+            }
+            "redis+sentinel" | "rediss+sentinel" => {
+                let target = sentinel_target(&parts, &name, tls)?;
+                let Target::Sentinel {
+                    scheme,
+                    userinfo,
+                    db,
+                    ..
+                } = &target
+                else {
+                    unreachable!("sentinel_target gives a Sentinel target")
+                };
+                // The master's connection as it will be made, on a placeholder host: checks the
+                // credentials and the database now, and gives the password to scrub.
+                let info = master_url(scheme, userinfo, "127.0.0.1", 1, *db)
+                    .into_connection_info()
+                    .map_err(|e| {
+                        Error::config(format!(
+                            "store URL '{name}' has user information or a database that is not valid ({}); {FORMS}",
+                            scrub_kind(&e)
+                        ))
+                    })?;
+                (Some(target), info)
+            }
+            _ => {
+                return Err(Error::config(format!(
+                    "store URL '{name}' is not a Redis URL; {FORMS}"
+                )))
+            }
+        };
         let secrets = info
             .redis_settings()
             .password()
             .map(|p| vec![p.to_string()])
             .unwrap_or_default();
-        if raw.to_ascii_lowercase().starts_with("rediss:") {
+        if tls {
             // Only the ring provider is built in; make it the process default if none is set
             // (rustls refuses to pick one when several are compiled in).
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
         let io = IoRuntime::new(name.clone(), secrets, timeout)?;
-        let client = Client::open(info).map_err(|e| io.error("cannot use the URL", &e))?;
+        let target = match target {
+            Some(t) => t,
+            None => {
+                Target::Direct(Client::open(info).map_err(|e| io.error("cannot use the URL", &e))?)
+            }
+        };
         Ok(Arc::new(RedisStore {
             io,
             shared: Arc::new(Shared {
-                client,
+                target,
                 scripts: Scripts {
                     snapshot: Script::new(SNAPSHOT),
                     read_slot: Script::new(READ_SLOT),
                     cas_namespace: Script::new(&format!("{NEXT_VERSION}{CAS_NAMESPACE}")),
                     cas_slot: Script::new(&format!("{NEXT_VERSION}{CAS_SLOT}")),
                 },
+                replicas,
+                wait_timeout_ms,
             }),
             conn: SharedConnection::new(),
         }))
@@ -184,51 +493,96 @@ impl RedisStore {
         self.conn.get(
             |_| true,
             || {
-                let config = AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(self.io.timeout()))
-                    .set_response_timeout(Some(self.io.timeout()));
+                let timeout = self.io.timeout();
                 let shared = self.shared.clone();
                 self.io
-                    .run(async move {
-                        shared
-                            .client
-                            .get_multiplexed_async_connection_with_config(&config)
-                            .await
-                    })
+                    .run(async move { shared.connect(timeout).await })
                     .map_err(|f| self.io.failure(what, f))
             },
         )
     }
 
-    /// Runs one script with `keys` and `args` (one round trip); on a connection failure or
-    /// timeout the connection is dropped so the next call connects afresh.
+    /// Runs one script with `keys` and `args` (one round trip); a compare-and-set (`write`)
+    /// with `?replicas=N` is pipelined with `WAIT` and fails unless N replicas acknowledged it.
+    /// On a connection failure, a timeout or a server that is no longer the master the
+    /// connection is dropped, so the next call connects afresh (with Sentinel: to the master
+    /// the sentinels name then).
     fn call(
         &self,
         what: &str,
         script: fn(&Scripts) -> &Script,
+        write: bool,
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Value> {
         let (number, mut conn) = self.connection(what)?;
         let shared = self.shared.clone();
+        let replicas = if write { shared.replicas } else { 0 };
         let outcome = self.io.run(async move {
-            let mut invocation = script(&shared.scripts).prepare_invoke();
+            let script = script(&shared.scripts);
+            let mut invocation = script.prepare_invoke();
             for k in &keys {
                 invocation.key(k);
             }
             for a in &args {
                 invocation.arg(a);
             }
-            invocation.invoke_async::<Value>(&mut conn).await
+            if replicas == 0 {
+                return invocation
+                    .invoke_async::<Value>(&mut conn)
+                    .await
+                    .map(|v| (v, None));
+            }
+            let mut pipe = redis::pipe();
+            pipe.cmd("EVALSHA")
+                .arg(script.get_hash())
+                .arg(keys.len())
+                .arg(&keys)
+                .arg(&args)
+                .cmd("WAIT")
+                .arg(replicas)
+                .arg(shared.wait_timeout_ms);
+            let sent = pipe.query_async::<(Value, i64)>(&mut conn).await;
+            let (value, acked) = match sent {
+                Err(e) if e.kind() == redis::ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    script.prepare_invoke().load_async(&mut conn).await?;
+                    pipe.query_async::<(Value, i64)>(&mut conn).await?
+                }
+                other => other?,
+            };
+            Ok((value, Some(acked)))
         });
-        outcome.map_err(|f| {
+        let (value, acked) = outcome.map_err(|f| {
             let keep = matches!(&f, Failure::Failed(e) if !e.is_io_error()
-                && !e.is_connection_dropped() && !e.is_connection_refusal() && !e.is_timeout());
+                && !e.is_connection_dropped() && !e.is_connection_refusal() && !e.is_timeout()
+                && e.kind() != redis::ErrorKind::Server(ServerErrorKind::ReadOnly));
             if !keep {
                 self.conn.drop_if_current(number);
             }
             self.io.failure(what, f)
-        })
+        })?;
+        match acked {
+            // A compare-and-set that wrote (a version) counts only once N replicas have it; one
+            // that wrote nothing (nil) needs no acknowledgement.
+            Some(acked) if value != Value::Nil && acked < i64::from(self.shared.replicas) => {
+                if matches!(self.shared.target, Target::Sentinel { .. }) {
+                    // This master may be cut off from the others: ask the sentinels again.
+                    self.conn.drop_if_current(number);
+                }
+                Err(self.io.error(
+                    what,
+                    &format!(
+                        "the write reached {acked} of the {} replicas the URL asks for \
+                         (replicas={}) within {} ms (wait_timeout_ms), so it is not counted as \
+                         done (it may be on the primary: the next attempt reads the record \
+                         again); check that the replicas run and follow the primary (INFO \
+                         replication), or lower replicas",
+                        self.shared.replicas, self.shared.replicas, self.shared.wait_timeout_ms
+                    ),
+                ))
+            }
+            _ => Ok(value),
+        }
     }
 
     fn place(&self, key: &str) -> String {
@@ -294,6 +648,121 @@ impl RedisStore {
     }
 }
 
+/// The URL of the master at `host:port`, with the store URL's user information and database.
+fn master_url(scheme: &str, userinfo: &str, host: &str, port: u16, db: i64) -> String {
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    };
+    format!("{scheme}://{userinfo}{host}:{port}/{db}")
+}
+
+/// Whether a `ROLE` reply says `master`.
+fn is_master(role: &Value) -> bool {
+    match role {
+        Value::Array(items) => matches!(items.first(),
+            Some(Value::BulkString(b)) if b.as_slice() == b"master"),
+        _ => false,
+    }
+}
+
+impl Shared {
+    /// A connection to the server (with Sentinel: to the master, checked with `ROLE`), within
+    /// `timeout`.
+    async fn connect(
+        &self,
+        timeout: Duration,
+    ) -> std::result::Result<MultiplexedConnection, String> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout));
+        let Target::Sentinel {
+            sentinels,
+            master,
+            scheme,
+            userinfo,
+            db,
+        } = &self.target
+        else {
+            let Target::Direct(client) = &self.target else {
+                unreachable!("a target is direct or through Sentinel")
+            };
+            return client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
+                .map_err(|e| e.to_string());
+        };
+        // Each sentinel gets an equal share of the bound, so one that hangs leaves time to ask
+        // the next.
+        let share = timeout / u32::try_from(sentinels.len()).unwrap_or(u32::MAX).max(1);
+        let mut why = Vec::new();
+        for sentinel in sentinels {
+            let addr = sentinel.addr().to_string();
+            let step = async {
+                let asked = format!("sentinel {addr}");
+                let mut sc = Client::open(sentinel.clone())
+                    .map_err(|e| format!("{asked}: {e}"))?
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await
+                    .map_err(|e| format!("{asked}: {e}"))?;
+                let named: Option<(String, u16)> = redis::cmd("SENTINEL")
+                    .arg("get-master-addr-by-name")
+                    .arg(master)
+                    .query_async(&mut sc)
+                    .await
+                    .map_err(|e| format!("{asked}: {e}"))?;
+                let Some((host, port)) = named else {
+                    return Err(format!(
+                        "{asked} knows no master named '{master}' (sentinel monitor {master} …)"
+                    ));
+                };
+                let node = format!("master {host}:{port} named by {asked}");
+                let info = master_url(scheme, userinfo, &host, port, *db)
+                    .into_connection_info()
+                    .map_err(|e| format!("{node}: {}", scrub_kind(&e)))?;
+                let mut conn = Client::open(info)
+                    .map_err(|e| format!("{node}: {e}"))?
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await
+                    .map_err(|e| format!("{node}: {e}"))?;
+                // A master just demoted, or one the sentinels have not yet told, still accepts
+                // connections: only one that says it is the master is used.
+                let role: Value = redis::cmd("ROLE")
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(|e| format!("{node}: ROLE: {e}"))?;
+                if !is_master(&role) {
+                    return Err(format!(
+                        "{node} is not a master (ROLE answers {}); a failover is under way",
+                        match &role {
+                            Value::Array(items) => match items.first() {
+                                Some(Value::BulkString(b)) =>
+                                    String::from_utf8_lossy(b).into_owned(),
+                                _ => "something else".to_string(),
+                            },
+                            _ => "something else".to_string(),
+                        }
+                    ));
+                }
+                Ok(conn)
+            };
+            match tokio::time::timeout(share, step).await {
+                Ok(Ok(conn)) => return Ok(conn),
+                Ok(Err(e)) => why.push(e),
+                Err(_) => why.push(format!(
+                    "sentinel {addr}: no master within {} ms",
+                    share.as_millis()
+                )),
+            }
+        }
+        Err(format!(
+            "no master '{master}' through the sentinels ({})",
+            why.join("; ")
+        ))
+    }
+}
+
 fn bulk_i64(v: &Value) -> Option<i64> {
     match v {
         Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
@@ -327,6 +796,7 @@ impl SlotStore for RedisStore {
         let reply = self.call(
             what,
             |s| &s.snapshot,
+            false,
             vec![k.ns.clone(), k.slots.clone()],
             vec![],
         )?;
@@ -377,6 +847,7 @@ impl SlotStore for RedisStore {
         let reply = self.call(
             what,
             |s| &s.cas_namespace,
+            true,
             vec![k.ns, k.counter],
             vec![
                 expected.map(|v| v.to_string()).unwrap_or_default(),
@@ -396,6 +867,7 @@ impl SlotStore for RedisStore {
         let reply = self.call(
             what,
             |s| &s.read_slot,
+            false,
             vec![k.slots.clone()],
             vec![slot.to_string()],
         )?;
@@ -430,6 +902,7 @@ impl SlotStore for RedisStore {
         let reply = self.call(
             what,
             |s| &s.cas_slot,
+            true,
             vec![k.slots, k.counter],
             vec![
                 record.slot.to_string(),
@@ -438,5 +911,108 @@ impl SlotStore for RedisStore {
             ],
         )?;
         version_reply(&reply).ok_or_else(|| self.malformed(what, &reply))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(text: &str) -> Result<Arc<RedisStore>> {
+        RedisStore::open(&StoreUrl::parse(text)?)
+    }
+
+    #[test]
+    fn replicas_and_wait_timeout_are_read_and_checked() {
+        let s = open("redis://:pw@h:1/0?replicas=2&wait_timeout_ms=300").unwrap();
+        assert_eq!((s.shared.replicas, s.shared.wait_timeout_ms), (2, 300));
+        let s = open("redis://h:1/0").unwrap();
+        assert_eq!((s.shared.replicas, s.shared.wait_timeout_ms), (0, 1000));
+        let s = open("redis+sentinel://s1,s2:26380/cosid/3?replicas=1").unwrap();
+        assert_eq!(s.shared.replicas, 1);
+        let Target::Sentinel {
+            sentinels,
+            master,
+            db,
+            ..
+        } = &s.shared.target
+        else {
+            panic!("a sentinel URL gives a sentinel target");
+        };
+        let addrs: Vec<String> = sentinels.iter().map(|i| i.addr().to_string()).collect();
+        assert_eq!(addrs, ["s1:26379", "s2:26380"]);
+        assert_eq!((master.as_str(), *db), ("cosid", 3));
+
+        for (bad, says) in [
+            (
+                "redis://h/0?replicas=x",
+                "replicas='x' is not a number of replicas",
+            ),
+            (
+                "redis://h/0?replicas=-1",
+                "replicas='-1' is not a number of replicas",
+            ),
+            (
+                "redis://h/0?replicas=65",
+                "from 0 (do not wait for replicas) to 64",
+            ),
+            (
+                "redis://h/0?replicas=1&wait_timeout_ms=0",
+                "wait_timeout_ms='0' is not a wait",
+            ),
+            (
+                "redis://h/0?replicas=1&wait_timeout_ms=2000",
+                "between 1 and 1999",
+            ),
+            ("redis://h/0?wait_timeout_ms=10", "without replicas=N"),
+            ("redis+sentinel://s1/", "has the master name ''"),
+            ("redis+sentinel://s1", "has the master name ''"),
+            (
+                "redis+sentinel://s1/a%20b",
+                "has the master name (not shown)",
+            ),
+            ("redis+sentinel://s1:x/m", "sentinel port 'x', not a port"),
+            ("redis+sentinel://s1,/m", "empty sentinel host"),
+            ("redis+sentinel://s1/m/x", "database 'x', not a number"),
+            (
+                "redis+sentinel://s1/m?protocol=resp3",
+                "parameter 'protocol'",
+            ),
+        ] {
+            let e = open(bad).expect_err(bad);
+            assert_eq!(e.kind(), crate::ErrorKind::Config, "{bad}: {e}");
+            assert!(e.message().contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn url_errors_never_show_the_password() {
+        for text in [
+            "redis+sentinel://u:SECRET@s1:x/m",
+            "redis+sentinel://u:SECRET@s1/",
+            "redis+sentinel://u:SECRET@s1/m/x",
+            "redis+sentinel://u:SECRET@s1/m?replicas=x",
+            "redis://u:SECRET@h/0?replicas=1&wait_timeout_ms=0",
+        ] {
+            let e = open(text).expect_err(text);
+            assert!(!format!("{e} {e:?}").contains("SECRET"), "{text}: {e}");
+        }
+        let s = open("redis+sentinel://u:SECRET@s1/m?replicas=1").unwrap();
+        assert!(!format!("{s:?} {}", s.describe()).contains("SECRET"));
+    }
+
+    #[test]
+    fn only_our_parameters_are_taken_out_of_the_client_url() {
+        let p = Parts::of("redis://u:p@h:1/2?replicas=1&protocol=resp3&wait_timeout_ms=5").unwrap();
+        assert_eq!(p.client_url(), "redis://u:p@h:1/2?protocol=resp3");
+        let p = Parts::of("rediss://h/0?replicas=1#insecure").unwrap();
+        assert_eq!(
+            (p.param("replicas"), p.client_url().as_str()),
+            (Some("1"), "rediss://h/0#insecure")
+        );
+        assert_eq!(
+            master_url("rediss", "u:p@", "::1", 7, 2),
+            "rediss://u:p@[::1]:7/2"
+        );
     }
 }

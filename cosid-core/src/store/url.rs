@@ -18,7 +18,8 @@ pub enum StoreUrl {
         /// The database file.
         path: PathBuf,
     },
-    /// `redis://…` or `rediss://…`.
+    /// `redis://…`, `rediss://…`, or `redis+sentinel://…` / `rediss+sentinel://…` (the master
+    /// that Redis Sentinel names).
     Redis {
         /// The URL as given (may hold a password).
         url: String,
@@ -91,7 +92,9 @@ impl StoreUrl {
                     path: PathBuf::from(path),
                 })
             }
-            "redis" | "rediss" => Self::network(t, rest, &bad).map(|url| StoreUrl::Redis { url }),
+            "redis" | "rediss" | "redis+sentinel" | "rediss+sentinel" => {
+                Self::network(t, rest, &bad).map(|url| StoreUrl::Redis { url })
+            }
             "postgres" | "postgresql" => {
                 Self::network(t, rest, &bad).map(|url| StoreUrl::Postgres { url })
             }
@@ -138,11 +141,13 @@ impl StoreUrl {
 }
 
 /// The schemes of [`StoreUrl::parse`].
-const KNOWN_SCHEMES: [&str; 8] = [
+const KNOWN_SCHEMES: [&str; 10] = [
     "memory",
     "sqlite",
     "redis",
     "rediss",
+    "redis+sentinel",
+    "rediss+sentinel",
     "postgres",
     "postgresql",
     "etcd",
@@ -249,6 +254,10 @@ mod tests {
             StoreUrl::Redis { .. }
         ));
         assert!(matches!(
+            StoreUrl::parse("redis+sentinel://s1:26379,s2/cosid/0?replicas=1").unwrap(),
+            StoreUrl::Redis { .. }
+        ));
+        assert!(matches!(
             StoreUrl::parse("postgresql://u@h/db").unwrap(),
             StoreUrl::Postgres { .. }
         ));
@@ -268,6 +277,7 @@ mod tests {
             ("sqlite://", "'sqlite:…' has no file path"),
             ("redis://", "'redis:…' has no host"),
             ("redis:h", "'redis:…' must have //"),
+            ("redis+sentinel:///m", "'redis+sentinel:…' has no host"),
             ("memory:a b", "'memory:…' has a memory store name"),
         ] {
             let e = StoreUrl::parse(bad).unwrap_err();
@@ -310,6 +320,8 @@ mod tests {
             "SECRET:x@h",
             "u:SECRET@h",
             "etcd://u:pa/SECRET@h:2379",
+            "redis+sentinel://u:pa/SECRET@s1,s2/m/0?replicas=1",
+            "redis+sentinel://:SECRET@s1:26379/m",
             "memory:u:SECRET@h",
             "sqlite://u:SECRET@h/x.db",
         ] {
@@ -321,6 +333,10 @@ mod tests {
         }
         assert_eq!(redact("redis://:pa/SECRET@host/0"), "redis://***@host/0");
         assert_eq!(redact("redis://SECRET:pa@host/0"), "redis://***@host/0");
+        assert_eq!(
+            redact("redis+sentinel://u:SECRET@s1,s2:26380/m/1?replicas=1"),
+            "redis+sentinel://***@s1,s2:26380/m/1?replicas=1"
+        );
         assert_eq!(
             redact("postgres://h/d?password=pa@SECRET&x=1"),
             "postgres://***"
