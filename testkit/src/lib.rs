@@ -22,6 +22,7 @@
 //! `runuser -u postgres --` does, without an extra process in between that could outlive us).
 
 pub mod pg_standby;
+pub mod redis_ha;
 
 use std::collections::HashMap;
 use std::ffi::CString;

@@ -1,0 +1,334 @@
+//! Redis with replicas and Sentinel, against real servers that `cosid-testkit` starts (a
+//! primary, two replicas and three sentinels on loopback ports, `testkit/src/redis_ha.rs`):
+//!
+//! - the conformance suite through `redis+sentinel://…?replicas=1`;
+//! - a failover (the primary killed) while holders renew through the sentinel URL: every holder
+//!   keeps its lease on the promoted replica, and the windows granted before and after never
+//!   overlap;
+//! - with `replicas=1` and every replica stopped, a compare-and-set is a `Store` error and its
+//!   window is not used; once a replica is back the holder renews (reading the write that may
+//!   have landed on the primary);
+//! - credentials in a sentinel URL never show.
+//!
+//! Run with `cargo test -p cosid-core --features redis --test store_redis_ha`. No test asserts
+//! on timing: waits are bounded and fail the test with the last error when they run out.
+
+#![cfg(feature = "redis")]
+
+mod conformance;
+
+use conformance::{acquire, client, request, unique_namespace, LONG};
+use cosid_core::lease::invariants::{self, Holder, Step};
+use cosid_core::lease::{AcquireRequest, Owner, Renewal, SlotLease, SlotRecord, Terms};
+use cosid_core::store::redis::RedisStore;
+use cosid_core::store::{SharedStore, StoreUrl};
+use cosid_core::{ErrorKind, Result};
+use cosid_testkit::redis_ha::RedisHa;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// A password that must never show.
+const SECRET: &str = "Sup3r-s3cret-pw";
+
+/// The longest any wait of these tests may take.
+const BOUND: Duration = Duration::from_secs(90);
+
+fn open(url: &str, timeout: Duration) -> Result<SharedStore> {
+    Ok(RedisStore::open_with_timeout(
+        &StoreUrl::parse(url)?,
+        timeout,
+    )?)
+}
+
+/// The group the conformance suite runs on. Its sentinels wait 30 s before they think the
+/// primary is down, so a loaded machine does not make them fail over under the suite.
+fn shared_group() -> &'static RedisHa {
+    static GROUP: OnceLock<RedisHa> = OnceLock::new();
+    GROUP.get_or_init(|| RedisHa::start_with(2, Duration::from_secs(30)))
+}
+
+/// The conformance suite runs up to 1024 acquirers at once on a two-core machine: a generous
+/// bound keeps a loaded machine from failing it (the bound is about hangs, not speed).
+fn shared() -> SharedStore {
+    open(
+        &shared_group().sentinel_url("?replicas=1"),
+        Duration::from_secs(20),
+    )
+    .expect("the store opens")
+}
+
+conformance_suite!(shared());
+
+fn grant(l: &SlotLease) -> Step {
+    Step::Granted {
+        holder: Holder::of_lease(l),
+        floor: l.floor,
+        ceiling: l.ceiling,
+    }
+}
+
+/// Calls `f` until it gives `Ok` (every 100 ms, for at most [`BOUND`]); errors on the way must be
+/// `Store` errors (the store unreachable or failing over).
+fn eventually<T>(what: &str, mut f: impl FnMut() -> Result<T>) -> T {
+    let deadline = Instant::now() + BOUND;
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::Store, "{what}: {e}");
+                assert!(Instant::now() < deadline, "{what}: still failing: {e}");
+                thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+/// Waits (bounded by [`BOUND`]) until `done` holds.
+fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + BOUND;
+    while !done() {
+        assert!(Instant::now() < deadline, "not within {BOUND:?}: {what}");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Four holders, each with a store handle of its own, renew through the sentinel URL with
+/// `replicas=1` while the primary is killed. Renewals fail while the sentinels fail over, then
+/// go on against the promoted replica: no holder loses its lease (every renewal that counted
+/// was on a replica, and the promoted replica is the most up to date), the records on the new
+/// primary hold each holder's last renewal, and every window granted, before, during and after,
+/// is disjoint from the others on its slot, also across a release and a new holder afterwards.
+#[test]
+fn a_failover_keeps_every_lease_and_windows_stay_disjoint() {
+    let ha = RedisHa::start(2);
+    let url = ha.sentinel_url("?replicas=1");
+    let ns = unique_namespace("failover");
+    // Leases outlive the failover (a few seconds) many times over.
+    let terms = Terms {
+        ttl_ms: 120_000,
+        tolerance_ms: 1_000,
+    };
+    let trace = Arc::new(Mutex::new(Vec::<Step>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let renewals: Arc<Vec<AtomicUsize>> = Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
+    let failures = Arc::new(AtomicUsize::new(0));
+    let holders: Vec<_> = (0..4)
+        .map(|i| {
+            let (url, ns, trace, stop, renewals, failures) = (
+                url.clone(),
+                ns.clone(),
+                trace.clone(),
+                stop.clone(),
+                renewals.clone(),
+                failures.clone(),
+            );
+            thread::spawn(move || {
+                let store = open(&url, Duration::from_secs(2)).expect("open");
+                let c = client(&store, &ns, 3, terms);
+                let owner = Owner::new(format!("holder-{i}"));
+                let mut lease = eventually("acquiring", || c.acquire(&request(&owner))).lease;
+                trace.lock().unwrap().push(grant(&lease));
+                while !stop.load(Ordering::SeqCst) {
+                    match c.renew(&lease) {
+                        Ok(Renewal::Renewed(next)) => {
+                            assert_eq!(next.fence, lease.fence, "a renewal keeps the fence");
+                            assert!(next.ceiling >= lease.ceiling, "a renewal lowers nothing");
+                            trace.lock().unwrap().push(grant(&next));
+                            lease = next;
+                            renewals[i].fetch_add(1, Ordering::SeqCst);
+                        }
+                        Ok(Renewal::Lost(why)) => {
+                            panic!("holder {i} lost its lease across the failover: {why:?}")
+                        }
+                        Err(e) => {
+                            // The old primary gone, the promotion under way: retried.
+                            assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+                            assert!(!e.message().contains(SECRET));
+                            failures.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                    thread::sleep(Duration::from_millis(50));
+                }
+                (store, c, lease)
+            })
+        })
+        .collect();
+
+    let each_renewed = |at_least: &[usize]| {
+        renewals
+            .iter()
+            .zip(at_least)
+            .all(|(n, min)| n.load(Ordering::SeqCst) >= *min)
+    };
+    wait_for("every holder renews before the failover", || {
+        each_renewed(&[3; 4])
+    });
+    let old = ha.kill_primary();
+    let new = ha.wait_for_new_primary(old);
+    let after: Vec<usize> = renewals
+        .iter()
+        .map(|n| n.load(Ordering::SeqCst) + 3)
+        .collect();
+    wait_for("every holder renews on the promoted replica", || {
+        each_renewed(&after)
+    });
+    stop.store(true, Ordering::SeqCst);
+    let held: Vec<(SharedStore, _, SlotLease)> = holders
+        .into_iter()
+        .map(|h| h.join().expect("a holder thread"))
+        .collect();
+
+    // The new primary holds every holder's last renewal.
+    let direct = open(&ha.node_url(new), Duration::from_secs(5)).expect("open the new primary");
+    for (_, _, lease) in &held {
+        let (_, rec) = direct
+            .read_slot(&ns, lease.slot)
+            .expect("read the new primary");
+        let rec = rec.expect("the slot record survived the failover").value;
+        assert_eq!(Holder::of_record(&rec), Some(Holder::of_lease(lease)));
+        assert!(rec.expires_at >= lease.expires_at);
+    }
+
+    // A release and a new holder on that slot after the failover.
+    let (_, c, first) = &held[0];
+    assert!(eventually("releasing", || c.release(first, Some(first.floor))));
+    trace.lock().unwrap().push(Step::Released {
+        holder: Holder::of_lease(first),
+        last_issued: Some(first.floor),
+    });
+    let next = eventually("a newcomer acquires the released slot", || {
+        c.acquire(&AcquireRequest {
+            owner: Owner::new("newcomer"),
+            preferred_slot: Some(first.slot),
+            floor_at_least: 0,
+        })
+    })
+    .lease;
+    assert_eq!(next.slot, first.slot);
+    trace.lock().unwrap().push(grant(&next));
+
+    let trace = trace.lock().unwrap();
+    // 4 holders × (an acquisition, 3 renewals before and 3 after), and the newcomer's grant.
+    assert!(trace.len() > 4 * 7, "{} grants", trace.len());
+    invariants::disjoint_windows(&trace).unwrap_or_else(|v| panic!("{v}"));
+    eprintln!(
+        "failover {old} -> {new}: {} grants, {} renewals failed during it",
+        trace.len(),
+        failures.load(Ordering::SeqCst)
+    );
+}
+
+/// With `replicas=1` and every replica stopped, a compare-and-set that the primary applied but
+/// no replica acknowledged is a `Store` error that says so: a renewal fails (the holder keeps
+/// its old window), an acquisition fails (no window is handed out), and a direct `cas_slot`
+/// fails, through the sentinel URL and through a `redis://` URL alike. Once a replica is back,
+/// the holder renews with the same fence: the write that may have landed is read again, not
+/// assumed.
+#[test]
+fn with_every_replica_stopped_a_write_is_a_store_error_and_its_window_unused() {
+    let ha = RedisHa::start_with(2, Duration::from_secs(30));
+    let query = "?replicas=1&wait_timeout_ms=200";
+    let url = ha.sentinel_url(query);
+    let store = open(&url, Duration::from_secs(2)).expect("open");
+    let ns = unique_namespace("no-replicas");
+    let c = client(&store, &ns, 2, LONG);
+    let lease = acquire(&c, &Owner::new("holder")).lease;
+    let primary = ha.primary_port().expect("a primary");
+    let direct = open(
+        &format!("{}{query}", ha.node_url(primary)),
+        Duration::from_secs(2),
+    )
+    .expect("open the primary directly");
+
+    let stopped = ha.stop_replicas();
+    assert_eq!(stopped.len(), 2);
+    let says_so = |e: &cosid_core::Error, store: &SharedStore| {
+        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+        assert!(e.message().contains(&store.describe()), "{e}");
+        assert!(
+            e.message()
+                .contains("reached 0 of the 1 replicas the URL asks for (replicas=1)"),
+            "{e}"
+        );
+    };
+    let e = c
+        .renew(&lease)
+        .expect_err("a renewal no replica acknowledged");
+    says_so(&e, &store);
+    let e = c
+        .acquire(&request(&Owner::new("newcomer")))
+        .expect_err("an acquisition no replica acknowledged");
+    says_so(&e, &store);
+    // (In a namespace of its own: the write lands on the primary.)
+    let e = direct
+        .cas_slot(&unique_namespace("direct"), None, &SlotRecord::vacant(0))
+        .expect_err("a compare-and-set no replica acknowledged");
+    says_so(&e, &direct);
+    // A compare-and-set that writes nothing (a stale version) needs no replica: it is a plain
+    // "no".
+    assert_eq!(
+        direct
+            .cas_slot(&ns, Some(1), &SlotRecord::vacant(lease.slot))
+            .unwrap(),
+        None
+    );
+
+    ha.start_node(stopped[0]);
+    let renewed = eventually("renewing once a replica is back", || c.renew(&lease));
+    let Renewal::Renewed(renewed) = renewed else {
+        panic!("the lease was lost: {renewed:?}");
+    };
+    assert_eq!(renewed.fence, lease.fence);
+    assert!(renewed.ceiling >= lease.ceiling);
+    invariants::disjoint_windows(&[grant(&lease), grant(&renewed)])
+        .unwrap_or_else(|v| panic!("{v}"));
+}
+
+/// A sentinel URL with a password never shows it: not in `Debug`, `describe()`, or the errors
+/// of a master that refuses it or of sentinels that are not there.
+#[test]
+fn passwords_in_a_sentinel_url_never_show() {
+    let group = shared_group();
+    let url = group
+        .sentinel_url("?replicas=1")
+        .replacen("://", &format!("://cosid:{SECRET}@"), 1);
+    let store = open(&url, Duration::from_secs(2)).expect("open");
+    let shown = format!("{store:?} {}", store.describe());
+    assert!(!shown.contains(SECRET) && shown.contains("***"), "{shown}");
+    let e = store
+        .snapshot(&unique_namespace("pw"))
+        .expect_err("the master has no such user");
+    assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+    assert!(!format!("{e} {e:?}").contains(SECRET), "{e}");
+
+    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dead = format!("redis+sentinel://cosid:{SECRET}@127.0.0.1:{dead_port}/cosid/0");
+    let store = open(&dead, Duration::from_secs(1)).expect("open");
+    let e = store.snapshot("pw").expect_err("no sentinel listens there");
+    assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+    assert!(e.message().contains(&store.describe()), "{e}");
+    assert!(e.message().contains("through the sentinels"), "{e}");
+    assert!(!format!("{e} {e:?}").contains(SECRET), "{e}");
+}
+
+/// A master name the sentinels do not know is a `Store` error that names it.
+#[test]
+fn an_unknown_master_name_is_a_store_error_naming_it() {
+    let url = shared_group()
+        .sentinel_url("")
+        .replace("/cosid/0", "/no-such-master/0");
+    let store = open(&url, Duration::from_secs(2)).expect("open");
+    let e = store.snapshot("x").expect_err("no such master");
+    assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+    assert!(
+        e.message()
+            .contains("knows no master named 'no-such-master'"),
+        "{e}"
+    );
+}

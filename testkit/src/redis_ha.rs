@@ -1,0 +1,390 @@
+//! A throwaway Redis primary with replicas and three sentinels, for failover tests.
+//!
+//! [`RedisHa::start`] starts a primary and `replicas` replicas, each a [`Server::redis`] (an
+//! append-only file fsynced on every write; the replicas follow the primary by `REPLICAOF`), and
+//! three sentinels that monitor the primary under [`MASTER_NAME`] with a quorum of 2,
+//! `down-after-milliseconds` 1000 (or [`RedisHa::start_with`]'s) and a `failover-timeout` of at
+//! least 5000, all on free loopback ports. It returns once every replica streams from the
+//! primary and every sentinel knows the replicas and the other sentinels, so a failover can
+//! happen from then on.
+//!
+//! [`RedisHa::sentinel_url`] is the `redis+sentinel://` store URL of the group.
+//! [`RedisHa::kill_primary`] kills the current primary with `SIGKILL` (a crash) and
+//! [`RedisHa::wait_for_new_primary`] waits until the sentinels name another node that says it is
+//! the master; [`RedisHa::stop_replicas`] and [`RedisHa::start_node`] stop and start nodes.
+//! Every process is tied to this one (see the crate documentation) and stopped on drop, and
+//! every wait is bounded.
+
+use super::READY_TIMEOUT;
+use super::{binary, free_port, register, spawn_tied, tail, unregister, Kind, Server, NEXT_ID};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The name the sentinels monitor the primary by.
+pub const MASTER_NAME: &str = "cosid";
+
+/// The number of sentinels.
+const SENTINELS: usize = 3;
+
+/// One sentinel (`redis-server sentinel.conf --sentinel`), killed on drop.
+#[derive(Debug)]
+struct Sentinel {
+    id: u64,
+    port: u16,
+    dir: PathBuf,
+    child: Child,
+}
+
+impl Sentinel {
+    /// Starts a sentinel with `conf` (in `dir`) and waits until it answers on `port`.
+    fn start(dir: PathBuf, port: u16, conf: &str) -> Sentinel {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("cosid-testkit: cannot create {}: {e}", dir.display()));
+        register(id, None, &dir);
+        let file = dir.join("sentinel.conf");
+        std::fs::write(&file, conf).expect("cosid-testkit: sentinel.conf");
+        let log = dir.join("server.log");
+        let out = std::fs::File::create(&log).expect("cosid-testkit: sentinel log");
+        let mut cmd = Command::new(binary(Kind::Redis));
+        cmd.arg(&file)
+            .arg("--sentinel")
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out);
+        let child = spawn_tied(cmd)
+            .unwrap_or_else(|e| panic!("cosid-testkit: cannot start a sentinel: {e}"));
+        register(id, Some(child.id()), &dir);
+        let mut sentinel = Sentinel {
+            id,
+            port,
+            dir,
+            child,
+        };
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while !command(port, &["PING"]).is_some_and(|r| r.starts_with(b"+PONG")) {
+            let exited = matches!(sentinel.child.try_wait(), Ok(Some(_)));
+            if exited || Instant::now() > deadline {
+                panic!(
+                    "cosid-testkit: the sentinel on port {port} did not start; its log:\n{}",
+                    tail(&log)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        sentinel
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        unregister(self.id);
+    }
+}
+
+/// Kills `server` with `SIGKILL` (a crash: no append-only file flushed at exit, clients cut
+/// off); its data directory stays, so [`Server::start`] brings it back with its data.
+fn kill(server: &Server) {
+    let mut guard = server.child.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(mut child) = guard.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+        register(server.id, None, &server.dir);
+    }
+}
+
+/// A primary, its replicas and three sentinels (see the module documentation).
+#[derive(Debug)]
+pub struct RedisHa {
+    /// The data nodes; the first was the primary at the start.
+    nodes: Vec<Server>,
+    sentinels: Vec<Sentinel>,
+}
+
+impl RedisHa {
+    /// Starts a primary, `replicas` replicas and three sentinels, and waits until a failover
+    /// could happen (see the module documentation).
+    pub fn start(replicas: usize) -> RedisHa {
+        RedisHa::start_with(replicas, Duration::from_secs(1))
+    }
+
+    /// [`RedisHa::start`] with the sentinels' `down-after-milliseconds` set to `down_after`
+    /// (a group that is not meant to fail over takes a long one, so that a loaded machine does
+    /// not make the sentinels think the primary is down).
+    pub fn start_with(replicas: usize, down_after: Duration) -> RedisHa {
+        let nodes: Vec<Server> = (0..=replicas).map(|_| Server::redis()).collect();
+        let primary = nodes[0].port();
+        for n in &nodes[1..] {
+            let _ = command(n.port(), &["REPLICAOF", "127.0.0.1", &primary.to_string()]);
+        }
+        let down_after = down_after.as_millis().max(1);
+        let sentinels = (0..SENTINELS)
+            .map(|i| {
+                let port = free_port();
+                let dir = std::env::temp_dir().join(format!(
+                    "cosid-testkit-{}-{}-sentinel-{i}",
+                    std::process::id(),
+                    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+                ));
+                let conf = format!(
+                    "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n\
+                     dir {dir}\n\
+                     sentinel monitor {MASTER_NAME} 127.0.0.1 {primary} 2\n\
+                     sentinel down-after-milliseconds {MASTER_NAME} {down_after}\n\
+                     sentinel failover-timeout {MASTER_NAME} {failover_timeout}\n\
+                     sentinel parallel-syncs {MASTER_NAME} 1\n",
+                    dir = dir.display(),
+                    failover_timeout = (down_after * 5).max(5000),
+                );
+                Sentinel::start(dir, port, &conf)
+            })
+            .collect();
+        let ha = RedisHa { nodes, sentinels };
+        ha.wait_until("every replica streams from the primary", || {
+            ha.nodes[1..].iter().all(|n| streams(n.port()))
+        });
+        ha.wait_until(
+            "every sentinel knows the replicas and the other sentinels",
+            || {
+                ha.sentinels.iter().all(|s| {
+                    let known = command(s.port, &["SENTINEL", "MASTER", MASTER_NAME])
+                        .map(|r| String::from_utf8_lossy(&r).into_owned())
+                        .unwrap_or_default();
+                    field(&known, "num-slaves") == Some(replicas)
+                        && field(&known, "num-other-sentinels") == Some(SENTINELS - 1)
+                })
+            },
+        );
+        ha
+    }
+
+    /// `redis+sentinel://` with every sentinel, [`MASTER_NAME`] and database 0, then `query`
+    /// (`""`, or `"?replicas=1"` and the like).
+    pub fn sentinel_url(&self, query: &str) -> String {
+        let hosts: Vec<String> = self
+            .sentinels
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect();
+        format!(
+            "redis+sentinel://{}/{MASTER_NAME}/0{query}",
+            hosts.join(",")
+        )
+    }
+
+    /// The ports of the data nodes (the first was the primary at the start).
+    pub fn node_ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(Server::port).collect()
+    }
+
+    /// `redis://` of the data node on `port`.
+    pub fn node_url(&self, port: u16) -> String {
+        format!("redis://127.0.0.1:{port}/0")
+    }
+
+    /// The port of the primary the sentinels name now (the first sentinel that answers).
+    pub fn primary_port(&self) -> Option<u16> {
+        self.sentinels.iter().find_map(|s| {
+            let reply = command(
+                s.port,
+                &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME],
+            )?;
+            // *2 $9 127.0.0.1 $N PORT
+            let text = String::from_utf8_lossy(&reply).into_owned();
+            text.split("\r\n").nth(4)?.parse().ok()
+        })
+    }
+
+    /// Whether the node on `port` answers `ROLE` with `master`.
+    pub fn is_master(&self, port: u16) -> bool {
+        command(port, &["ROLE"]).is_some_and(|r| r.starts_with(b"*3\r\n$6\r\nmaster"))
+    }
+
+    /// Kills the current primary with `SIGKILL` and returns its port.
+    pub fn kill_primary(&self) -> u16 {
+        let port = self
+            .primary_port()
+            .expect("cosid-testkit: no sentinel names a primary");
+        kill(self.node(port));
+        port
+    }
+
+    /// Waits (bounded) until the sentinels name a primary other than `old` and that node says
+    /// it is the master; returns its port.
+    pub fn wait_for_new_primary(&self, old: u16) -> u16 {
+        let mut found = None;
+        self.wait_until("the sentinels promote a replica", || {
+            found = self
+                .primary_port()
+                .filter(|p| *p != old && self.is_master(*p));
+            found.is_some()
+        });
+        found.expect("set when the wait ended")
+    }
+
+    /// Stops every running data node but the primary (`SIGTERM`, data kept) and returns their
+    /// ports.
+    pub fn stop_replicas(&self) -> Vec<u16> {
+        let primary = self.primary_port();
+        let mut stopped = Vec::new();
+        for n in &self.nodes {
+            if Some(n.port()) != primary && n.is_running() {
+                n.stop();
+                stopped.push(n.port());
+            }
+        }
+        stopped
+    }
+
+    /// Starts the data node on `port` again (as a replica of the current primary, with its
+    /// data), and waits until it streams from the primary.
+    pub fn start_node(&self, port: u16) {
+        let primary = self
+            .primary_port()
+            .expect("cosid-testkit: no sentinel names a primary");
+        self.node(port).start();
+        if port != primary {
+            let _ = command(port, &["REPLICAOF", "127.0.0.1", &primary.to_string()]);
+            self.wait_until("the restarted node streams from the primary", || {
+                streams(port)
+            });
+        }
+    }
+
+    fn node(&self, port: u16) -> &Server {
+        self.nodes
+            .iter()
+            .find(|n| n.port() == port)
+            .unwrap_or_else(|| panic!("cosid-testkit: no data node on port {port}"))
+    }
+
+    /// Polls `done` every 100 ms until it holds, or panics naming `what` after
+    /// [`READY_TIMEOUT`] with the logs of the sentinels.
+    fn wait_until(&self, what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while !done() {
+            if Instant::now() > deadline {
+                let logs: Vec<String> = self
+                    .sentinels
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "sentinel on port {}:\n{}",
+                            s.port,
+                            tail(&s.dir.join("server.log"))
+                        )
+                    })
+                    .collect();
+                panic!(
+                    "cosid-testkit: not done within {READY_TIMEOUT:?}: {what}\n{}",
+                    logs.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Whether the server on `port` is a replica whose link to its primary is up.
+fn streams(port: u16) -> bool {
+    info(port, "replication").is_some_and(|i| i.contains("master_link_status:up"))
+}
+
+/// `INFO section` of the server on `port`, as text.
+fn info(port: u16, section: &str) -> Option<String> {
+    command(port, &["INFO", section]).map(|r| String::from_utf8_lossy(&r).into_owned())
+}
+
+/// The number after `name` in a flat RESP reply of field/value pairs.
+fn field(reply: &str, name: &str) -> Option<usize> {
+    let mut lines = reply.split("\r\n").filter(|l| !l.starts_with('$'));
+    lines.find(|l| *l == name)?;
+    lines.next()?.parse().ok()
+}
+
+/// Sends one command to the server on `port` and returns its whole reply (raw RESP), or `None`
+/// when it cannot be reached or does not answer within a second.
+pub fn command(port: u16, args: &[&str]) -> Option<Vec<u8>> {
+    let addr = ([127, 0, 0, 1], port).into();
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(1000))).ok()?;
+    let mut req = format!("*{}\r\n", args.len());
+    for a in args {
+        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s.write_all(req.as_bytes()).ok()?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if complete(&got).is_some() {
+            return Some(got);
+        }
+        let n = s.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// The length of the first complete RESP value in `buf`, `None` while it is incomplete.
+fn complete(buf: &[u8]) -> Option<usize> {
+    let end = buf.windows(2).position(|w| w == b"\r\n")?;
+    let head = std::str::from_utf8(&buf[1..end]).ok()?;
+    let after = end + 2;
+    match buf.first()? {
+        b'+' | b'-' | b':' => Some(after),
+        b'$' => {
+            let len: i64 = head.parse().ok()?;
+            if len < 0 {
+                return Some(after);
+            }
+            let total = after + len as usize + 2;
+            (buf.len() >= total).then_some(total)
+        }
+        b'*' => {
+            let n: i64 = head.parse().ok()?;
+            let mut at = after;
+            for _ in 0..n.max(0) {
+                at += complete(&buf[at..])?;
+            }
+            Some(at)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resp_replies_are_read_whole() {
+        assert_eq!(complete(b"+OK\r\n"), Some(5));
+        assert_eq!(complete(b"$3\r\nab"), None);
+        assert_eq!(complete(b"$3\r\nabc\r\n"), Some(9));
+        assert_eq!(complete(b"*2\r\n$1\r\na\r\n:5\r\n"), Some(15));
+        assert_eq!(complete(b"*2\r\n$1\r\na\r\n"), None);
+        assert_eq!(field("*4\r\n$3\r\nabc\r\n$1\r\n2\r\n", "abc"), Some(2));
+    }
+
+    #[test]
+    fn a_killed_primary_is_replaced_by_a_replica() {
+        let ha = RedisHa::start(2);
+        let old = ha.primary_port().expect("a primary");
+        assert_eq!(old, ha.node_ports()[0]);
+        assert!(ha.is_master(old));
+        assert_eq!(ha.kill_primary(), old);
+        let new = ha.wait_for_new_primary(old);
+        assert_ne!(new, old);
+        assert!(ha.node_ports().contains(&new));
+    }
+}
