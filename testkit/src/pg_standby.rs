@@ -145,6 +145,38 @@ impl PgPair {
         }
     }
 
+    /// Waits until the standby has replayed everything the primary has written so far.
+    pub fn wait_until_caught_up(&self) {
+        let lsn = self.sql_primary("SELECT pg_current_wal_lsn()");
+        let query = format!("SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn");
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while self.sql_standby(&query) != "t" {
+            assert!(
+                Instant::now() < deadline,
+                "cosid-testkit: the standby has not replayed up to {lsn} within {READY_TIMEOUT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops the standby's replication (`primary_conninfo` emptied) and waits until its WAL
+    /// receiver is gone: from then on it lags without bound, as an asynchronous standby can.
+    /// Commits on the primary are not held up only with [`PgPair::start_async`]: a synchronous
+    /// primary waits for the standby.
+    pub fn cut_replication(&self) {
+        self.sql_standby("ALTER SYSTEM SET primary_conninfo = ''");
+        self.sql_standby("SELECT pg_reload_conf()");
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while self.sql_standby("SELECT count(*) FROM pg_stat_wal_receiver") != "0" {
+            assert!(
+                Instant::now() < deadline,
+                "cosid-testkit: the standby still receives WAL {READY_TIMEOUT:?} after its \
+                 primary_conninfo was emptied"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Runs `sql` on the primary, returning its unaligned output.
     pub fn sql_primary(&self, sql: &str) -> String {
         psql(self.primary.port(), sql)
@@ -179,9 +211,10 @@ impl PgPair {
     }
 }
 
-/// Runs `sql` with `psql` on the server at `port` (as user `postgres`, trusted on loopback),
-/// bounded by `statement_timeout`; its unaligned, tuples-only output, trimmed.
-fn psql(port: u16, sql: &str) -> String {
+/// Runs `sql` with `psql` on the testkit's PostgreSQL at `port` (a [`Server`] or either of a
+/// pair; as user `postgres`, trusted on loopback), bounded by `statement_timeout`; its
+/// unaligned, tuples-only output, trimmed. A failure is a panic with psql's output.
+pub fn psql(port: u16, sql: &str) -> String {
     let mut cmd = Command::new(pg_bin("psql"));
     cmd.args(["-h", "127.0.0.1", "-p", &port.to_string()])
         .args(["-U", "postgres", "-d", "postgres", "-X", "-q", "-A", "-t"])
