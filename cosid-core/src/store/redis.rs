@@ -1002,6 +1002,22 @@ mod tests {
     }
 
     #[test]
+    fn only_a_role_reply_of_master_is_a_master() {
+        let role = |r: &str| {
+            Value::Array(vec![
+                Value::BulkString(r.as_bytes().to_vec()),
+                Value::Int(0),
+            ])
+        };
+        assert!(is_master(&role("master")));
+        for other in ["slave", "sentinel", "MASTER"] {
+            assert!(!is_master(&role(other)), "{other}");
+        }
+        assert!(!is_master(&Value::Nil));
+        assert!(!is_master(&Value::Array(vec![])));
+    }
+
+    #[test]
     fn only_our_parameters_are_taken_out_of_the_client_url() {
         let p = Parts::of("redis://u:p@h:1/2?replicas=1&protocol=resp3&wait_timeout_ms=5").unwrap();
         assert_eq!(p.client_url(), "redis://u:p@h:1/2?protocol=resp3");
