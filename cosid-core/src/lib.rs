@@ -26,6 +26,10 @@ mod sync;
 pub mod time;
 pub mod window;
 
+// The loom model of the generator racing the keeper (see the module's docs for how to run it).
+#[cfg(all(test, loom))]
+mod loom_model;
+
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::Config;
 pub use error::{Error, ErrorKind, Result};

@@ -63,6 +63,11 @@ pub struct Binding {
 }
 
 /// The shared window. Thread-safe: any number of readers, one writer at a time.
+///
+/// Only this crate writes it (the lease keeper, a static slot, the fork handling): the writer
+/// methods are crate-private, so no caller can widen a window the store did not grant. Outside
+/// the crate a window is made bound once ([`Window::bound`]) or unbound ([`Window::new`]) and
+/// then only read.
 #[derive(Debug)]
 pub struct Window {
     /// Sequence lock: odd while a rebinding is being written.
@@ -102,7 +107,9 @@ impl Window {
         }
     }
 
-    /// A window already bound to `(slot, floor, ceiling]`.
+    /// A window bound to `(slot, floor, ceiling]` for good: nothing extends or revokes it.
+    /// For benchmarks, tests and a [`crate::Generator`] over a range you own by other means;
+    /// uniqueness across processes is then yours to keep.
     pub fn bound(slot: u32, floor: i64, ceiling: i64) -> Self {
         let w = Window::new();
         w.rebind(slot, floor, ceiling);
@@ -139,7 +146,7 @@ impl Window {
     }
 
     /// Binds a new slot and window and makes it active. Single writer.
-    pub fn rebind(&self, slot: u32, floor: i64, ceiling: i64) {
+    pub(crate) fn rebind(&self, slot: u32, floor: i64, ceiling: i64) {
         self.write(|w| {
             w.slot.store(slot, Ordering::Relaxed);
             w.floor.store(floor, Ordering::Relaxed);
@@ -154,7 +161,7 @@ impl Window {
     /// keeper had in progress at the moment of `fork()` (its thread does not exist here), so
     /// that readers stop treating the window as being written. The binding stays the parent's
     /// (foreign) until the child's keeper calls [`Window::rebind`].
-    pub fn take_over_in_child(&self) {
+    pub(crate) fn take_over_in_child(&self) {
         let s = self.seq.load(Ordering::Relaxed);
         if s & 1 == 1 {
             self.seq.store(s + 1, Ordering::Release);
@@ -178,12 +185,12 @@ impl Window {
 
     /// Raises the ceiling of the current binding to `ceiling` (never lowers it). Single writer.
     /// Call only with a ceiling the store has granted.
-    pub fn extend(&self, ceiling: i64) {
+    pub(crate) fn extend(&self, ceiling: i64) {
         self.ceiling.fetch_max(ceiling, Ordering::Release);
     }
 
     /// Marks the current binding lost (generators fail fast) or closed. Single writer.
-    pub fn set_status(&self, status: WindowStatus) {
+    pub(crate) fn set_status(&self, status: WindowStatus) {
         self.write(|w| w.status.store(status as u8, Ordering::Relaxed));
     }
 

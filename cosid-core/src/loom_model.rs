@@ -1,9 +1,10 @@
 //! A loom model of the lock-free generator racing the keeper's changes to the shared window.
 //!
-//! Run it with
+//! It lives inside the crate (as a test module compiled only under `--cfg loom`) because it
+//! drives the window's writer side, which is the keeper's alone and not public. Run it with
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" cargo test -p cosid-core --test loom --release
+//! RUSTFLAGS="--cfg loom" cargo test -p cosid-core --lib --release loom_model
 //! ```
 //!
 //! (add `CARGO_TARGET_DIR=target/loom` to keep the loom build from invalidating the normal one).
@@ -28,9 +29,7 @@
 //! The clock is a `ManualClock` (std atomics, outside the modelled race): it is created inside
 //! each execution, so its values follow the schedule deterministically.
 
-#![cfg(loom)]
-
-use cosid_core::{ErrorKind, Generator, Layout, ManualClock, TryNext, Window, WindowStatus};
+use crate::{ErrorKind, Generator, Layout, ManualClock, TryNext, Window, WindowStatus};
 use loom::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
