@@ -8,6 +8,7 @@
 //! - with `replicas=1` and every replica stopped, a compare-and-set is a `Store` error and its
 //!   window is not used; once a replica is back the holder renews (reading the write that may
 //!   have landed on the primary);
+//! - a runtime keeps its window (its ceiling does not move) while no replica acknowledges;
 //! - credentials in a sentinel URL never show.
 //!
 //! Run with `cargo test -p cosid-core --features redis --test store_redis_ha`. No test asserts
@@ -257,8 +258,9 @@ fn with_every_replica_stopped_a_write_is_a_store_error_and_its_window_unused() {
         .renew(&lease)
         .expect_err("a renewal no replica acknowledged");
     says_so(&e, &store);
+    let newcomer = Owner::new("newcomer");
     let e = c
-        .acquire(&request(&Owner::new("newcomer")))
+        .acquire(&request(&newcomer))
         .expect_err("an acquisition no replica acknowledged");
     says_so(&e, &store);
     // (In a namespace of its own: the write lands on the primary.)
@@ -282,8 +284,76 @@ fn with_every_replica_stopped_a_write_is_a_store_error_and_its_window_unused() {
     };
     assert_eq!(renewed.fence, lease.fence);
     assert!(renewed.ceiling >= lease.ceiling);
-    invariants::disjoint_windows(&[grant(&lease), grant(&renewed)])
+    // The newcomer asks again (what the keeper does after a `Store` error): the slot its
+    // unacknowledged write may have taken on the primary is its own, taken back, not a second.
+    let again = acquire(&c, &newcomer).lease;
+    assert_ne!(again.slot, lease.slot);
+    let held: Vec<_> = store
+        .snapshot(&ns)
+        .unwrap()
+        .slots
+        .slots
+        .into_iter()
+        .filter(|r| r.value.owner.as_ref() == Some(&newcomer))
+        .map(|r| r.value.slot)
+        .collect();
+    assert_eq!(held, [again.slot], "the newcomer holds one slot");
+    invariants::disjoint_windows(&[grant(&lease), grant(&renewed), grant(&again)])
         .unwrap_or_else(|v| panic!("{v}"));
+}
+
+/// Through the public API: a runtime on `redis+sentinel://…?replicas=1` whose replicas all stop
+/// keeps the window it has. Its renewals fail (`RenewalFailed`), and the window's ceiling does not
+/// move, although the primary applied those renewals: what no replica acknowledged is not used.
+/// Once a replica is back, the runtime renews again and its ceiling moves on.
+#[test]
+fn a_runtime_keeps_its_window_while_no_replica_acknowledges() {
+    let ha = RedisHa::start_with(2, Duration::from_secs(30));
+    let url = ha.sentinel_url("?replicas=1&wait_timeout_ms=200");
+    let config = cosid_core::Config::from_yaml(&format!(
+        "cosid:\n  namespace: {}\n  machine:\n    lease:\n      store: \"{url}\"\n      \
+         ttl: 15s\n      tolerance: 100ms\n      bits: 2\n",
+        unique_namespace("runtime")
+    ))
+    .expect("the configuration");
+    let failures = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = failures.clone();
+    let rt = cosid_core::Runtime::builder()
+        .config(config)
+        .on_event(move |e| {
+            if let cosid_core::lease::Event::RenewalFailed { error, .. } = e {
+                seen.lock().unwrap().push(error.clone());
+            }
+        })
+        .build()
+        .expect("the runtime starts");
+    rt.next().expect("an id");
+    let first = rt.binding().ceiling;
+    wait_for("a renewal with the replicas up", || {
+        rt.binding().ceiling > first
+    });
+
+    let stopped = ha.stop_replicas();
+    wait_for("a renewal fails", || !failures.lock().unwrap().is_empty());
+    let stuck = rt.binding();
+    wait_for("two more renewals fail", || {
+        failures.lock().unwrap().len() >= 3
+    });
+    assert_eq!(
+        (rt.binding().slot, rt.binding().ceiling),
+        (stuck.slot, stuck.ceiling),
+        "the window moved while no replica acknowledged a write"
+    );
+    for e in failures.lock().unwrap().iter() {
+        assert!(e.contains("replicas=1"), "{e}");
+    }
+
+    ha.start_node(stopped[0]);
+    wait_for("a renewal once a replica is back", || {
+        rt.binding().ceiling > stuck.ceiling
+    });
+    rt.next().expect("an id");
+    rt.close().expect("close");
 }
 
 /// A sentinel URL with a password never shows it: not in `Debug`, `describe()`, or the errors
