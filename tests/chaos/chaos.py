@@ -288,7 +288,8 @@ class Ctx:
             raise Aborted("interrupted")
 
     # -- the store -----------------------------------------------------------------------------
-    def start_store(self, clock: bool = False, tls: bool = False, cluster: bool = False) -> servers.Server:
+    def start_store(self, clock: bool = False, tls: bool = False, cluster: bool = False,
+                    standby: bool = False) -> servers.Server:
         kind = self.store_kind
         clock_file = None
         if clock:
@@ -307,7 +308,10 @@ class Ctx:
                 os.chmod(key, 0o600)
                 self.run.pg_template().chown(key)
                 certs = dict(certs, key=str(key))
-            s = servers.Postgres(self.dir, self.run.pg_template(), clock_file=clock_file, tls=certs)
+            if standby:
+                s = servers.PostgresPair(self.dir, self.run.pg_template(), clock_file=clock_file)
+            else:
+                s = servers.Postgres(self.dir, self.run.pg_template(), clock_file=clock_file, tls=certs)
         elif kind == "etcd":
             s = (servers.EtcdCluster if cluster else servers.Etcd)(self.dir, clock_file=clock_file)
         else:

@@ -506,6 +506,47 @@ def etcd_cluster_failover(ctx):
     ctx.after_checks.append(after)
 
 
+@scenario("postgres-standby-promoted", ["postgres"], store_opts={"standby": True},
+          procs_note="3 CLI, one each from the C library, the Python wheel and the Node addon when built; "
+                     "one URL naming both servers with target_session_attrs=read-write",
+          why="a primary with a synchronous streaming standby; the primary cut off from every client (it "
+              "keeps running), the standby promoted 0.5s later; the processes must find it, with no "
+              "duplicate")
+def postgres_standby_promoted(ctx):
+    """Every write a process saw acknowledged is on the standby (synchronous replication), so the
+    promoted standby grants no window that overlaps one granted before: every process issues
+    again on it, and no id or (slot, millisecond) is shared."""
+    pair = ctx.server
+    ps = [ctx.spawn(f"p{i}") for i in range(3)]
+    ps += [ctx.spawn(f"p{i}", lang=lang) for i, lang in ((3, "c"), (4, "py"), (5, "node"))]
+    ctx.sleep(2.0)
+    pair.proxies["primary"].cut()
+    cut = now_ms()
+    ctx.note("the primary is cut off from every client (it keeps running)")
+    ctx.sleep(0.5)
+    pair.promote()
+    promoted = now_ms()
+    ctx.note("the standby is promoted")
+    views = {"old primary in recovery": pair.in_recovery(pair.primary),
+             "new primary in recovery": pair.in_recovery(pair.standby)}
+    ctx.sleep(EXPIRY_S + 3.0)
+
+    def after():
+        ctx.check(views == {"old primary in recovery": False, "new primary in recovery": False},
+                  f"after the promotion both servers should take writes (the old one cut off): {views}")
+        # Ids a lease expiry after the promotion come from windows renewed on the new primary.
+        for p in ps:
+            ctx.check(issued_after(p, promoted + int(EXPIRY_S * 1000)) > 0,
+                      f"{p.label} issued nothing once its window had to be renewed on the promoted standby")
+        def longest_pause(p) -> float:
+            times = sorted({decode(i)[0] for i in p.ids()} | {cut})
+            times = [t for t in times if t >= cut]
+            return max((b - a for a, b in zip(times, times[1:])), default=0) / 1000
+        ctx.event("longest pause in issuing from the cut on: "
+                  + ", ".join(f"{p.label} {longest_pause(p):.1f}s" for p in ps))
+    ctx.after_checks.append(after)
+
+
 # ------------------------------------------------------------------------------------------------
 # Static slots
 

@@ -404,6 +404,8 @@ class Postgres(Server):
         super().__init__(root, password or template.password, clock_file)
         self.template = template
         self.tls = tls
+        self.extra: list[str] = []  # more `-c name=value` settings
+        root.mkdir(parents=True, exist_ok=True)
         self.sockdir = root / "pg-sock"
         self.sockdir.mkdir(parents=True, exist_ok=True)
         template.chown(self.sockdir)
@@ -432,7 +434,7 @@ class Postgres(Server):
             "-c", "max_connections=200",
             "-c", "fsync=on", "-c", "synchronous_commit=on",
             "-c", "log_min_messages=warning",
-        ]
+        ] + self.extra
         if self.tls:
             cmd += ["-c", "ssl=on", "-c", f"ssl_cert_file={self.tls['cert']}",
                     "-c", f"ssl_key_file={self.tls['key']}"]
@@ -664,3 +666,90 @@ class EtcdCluster(Server):
             px.set_pass()
             px.refuse(None)
         self.partitioned = None
+
+
+class PostgresPair(Server):
+    """A PostgreSQL primary with a streaming standby made from it by `pg_basebackup`, in
+    synchronous replication (`synchronous_standby_names`, `synchronous_commit=on`: a commit is
+    acknowledged once the standby has flushed it), each behind a proxy (tests/chaos/proxy.py).
+    Clients get one URL naming both proxies with `target_session_attrs=read-write`, so `cut()` on
+    the primary's proxy takes the primary away from every client while it keeps running, and
+    `promote()` makes the standby the server they find."""
+
+    kind = "postgres"
+
+    def __init__(self, root: Path, template: PostgresTemplate, clock_file: Path | None = None):
+        super().__init__(root, template.password, clock_file)
+        self.template = template
+        self.primary = Postgres(root / "primary", template, clock_file=clock_file)
+        self.primary.extra = ["-c", "synchronous_standby_names=standby"]
+        standby_data = root / "standby" / "pg-data"
+        self.standby = Postgres(root / "standby", template, clock_file=clock_file, data_dir=standby_data)
+        self.proxies = {"primary": Proxy(self.primary.port), "standby": Proxy(self.standby.port)}
+        self.port = self.proxies["primary"].port
+
+    def _as_postgres(self, args: list[str], what: str) -> str:
+        out = subprocess.run(args, capture_output=True, text=True, timeout=60, **self.template.popen_extra())
+        if out.returncode != 0:
+            raise RuntimeError(f"{what} failed: {out.stdout}{out.stderr}")
+        return out.stdout
+
+    def psql(self, server: Postgres, sql: str) -> str:
+        return self._as_postgres(
+            [_postgres_bin("psql"), "-h", str(server.sockdir), "-p", str(server.port), "-U", "postgres",
+             "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-Atq", "-c", sql], f"psql on port {server.port}")
+
+    def start(self, timeout: float = 60) -> None:
+        # Replication over the primary's Unix socket, trusted like every local connection.
+        hba = self.primary.data / "pg_hba.conf"
+        hba.write_text(hba.read_text() + "local replication all trust\n")
+        self.template.chown(hba)
+        self.primary.start(timeout)
+        data = self.standby.data
+        shutil.rmtree(data, ignore_errors=True)
+        data.parent.mkdir(parents=True, exist_ok=True)
+        self.template.chown(data.parent)
+        self._as_postgres(
+            [_postgres_bin("pg_basebackup"), "-h", str(self.primary.sockdir), "-p", str(self.primary.port),
+             "-U", "postgres", "-D", str(data), "-X", "stream", "--no-sync"], "pg_basebackup")
+        (data / "standby.signal").write_text("")
+        with open(data / "postgresql.auto.conf", "a") as f:
+            f.write(f"primary_conninfo = 'host={self.primary.sockdir} port={self.primary.port} "
+                    "user=postgres application_name=standby'\n")
+        self.template.chown(data)
+        os.chmod(data, 0o700)
+        self.standby.start(timeout)
+        deadline = time.monotonic() + timeout
+        while self.psql(self.primary, "SELECT sync_state FROM pg_stat_replication").strip() != "sync":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the standby did not reach synchronous streaming; see {self.standby.log}:\n"
+                                   + tail(self.standby.log))
+            time.sleep(0.2)
+        self.down_since = None
+
+    def promote(self) -> None:
+        """Promotes the standby and waits until it takes writes."""
+        self._as_postgres([_postgres_bin("pg_ctl"), "promote", "-w", "-t", "30", "-D", str(self.standby.data)],
+                          "pg_ctl promote")
+
+    def in_recovery(self, server: Postgres) -> bool:
+        return self.psql(server, "SELECT pg_is_in_recovery()").strip() == "t"
+
+    def kill(self) -> None:
+        self.primary.kill()
+        self.standby.kill()
+        self.down_since = time.monotonic()
+
+    def stop(self) -> None:
+        for px in self.proxies.values():
+            px.close()
+        self.standby.stop_clean()
+        self.primary.stop_clean()
+
+    def wipe(self) -> None:
+        raise RuntimeError("a PostgreSQL pair is not wiped: start a new one")
+
+    def url(self, port=None, password=None) -> str:
+        pw = self.password if password is None else password
+        hosts = ",".join(f"127.0.0.1:{px.port}" for px in self.proxies.values())
+        return f"postgres://cosid:{pw}@{hosts}/cosid?sslmode=disable&target_session_attrs=read-write"
