@@ -2,9 +2,9 @@
 //! primary, two replicas and three sentinels on loopback ports, `testkit/src/redis_ha.rs`):
 //!
 //! - the conformance suite through `redis+sentinel://…?replicas=1`;
-//! - a failover (the primary killed) while holders renew through the sentinel URL: every holder
-//!   keeps its lease on the promoted replica, and the windows granted before and after never
-//!   overlap;
+//! - a failover (the primary killed, or `SENTINEL FAILOVER`) while holders renew through the
+//!   sentinel URL: every holder keeps its lease on the promoted replica, and the windows granted
+//!   before and after never overlap;
 //! - with `replicas=1` and every replica stopped, a compare-and-set is a `Store` error and its
 //!   window is not used; once a replica is back the holder renews (reading the write that may
 //!   have landed on the primary);
@@ -102,9 +102,24 @@ fn wait_for(what: &str, done: impl Fn() -> bool) {
 /// primary hold each holder's last renewal, and every window granted, before, during and after,
 /// is disjoint from the others on its slot, also across a release and a new holder afterwards.
 #[test]
-fn a_failover_keeps_every_lease_and_windows_stay_disjoint() {
+fn a_killed_primary_keeps_every_lease_and_windows_stay_disjoint() {
+    holders_through_a_failover("?replicas=1", RedisHa::kill_primary);
+}
+
+/// The same through `SENTINEL FAILOVER`, which leaves the old primary running until the
+/// sentinels turn it into a replica: the holders' connections to it see `READONLY` and ask the
+/// sentinels again. With `replicas=2` (every replica) the old primary cannot count a write once
+/// a replica has been promoted away from it.
+#[test]
+fn a_sentinel_failover_keeps_every_lease_and_windows_stay_disjoint() {
+    holders_through_a_failover("?replicas=2", RedisHa::failover);
+}
+
+/// Four holders renew through the sentinel URL with `query` while `fail` makes the group fail
+/// over (returning the old primary's port); see the two tests above.
+fn holders_through_a_failover(query: &str, fail: fn(&RedisHa) -> u16) {
     let ha = RedisHa::start(2);
-    let url = ha.sentinel_url("?replicas=1");
+    let url = ha.sentinel_url(query);
     let ns = unique_namespace("failover");
     // Leases outlive the failover (a few seconds) many times over.
     let terms = Terms {
@@ -166,7 +181,7 @@ fn a_failover_keeps_every_lease_and_windows_stay_disjoint() {
     wait_for("every holder renews before the failover", || {
         each_renewed(&[3; 4])
     });
-    let old = ha.kill_primary();
+    let old = fail(&ha);
     let new = ha.wait_for_new_primary(old);
     let after: Vec<usize> = renewals
         .iter()

@@ -9,7 +9,8 @@
 //! happen from then on.
 //!
 //! [`RedisHa::sentinel_url`] is the `redis+sentinel://` store URL of the group.
-//! [`RedisHa::kill_primary`] kills the current primary with `SIGKILL` (a crash) and
+//! [`RedisHa::kill_primary`] kills the current primary with `SIGKILL` (a crash),
+//! [`RedisHa::failover`] asks the sentinels for a failover while the primary runs, and
 //! [`RedisHa::wait_for_new_primary`] waits until the sentinels name another node that says it is
 //! the master; [`RedisHa::stop_replicas`] and [`RedisHa::start_node`] stop and start nodes.
 //! Every process is tied to this one (see the crate documentation) and stopped on drop, and
@@ -214,6 +215,25 @@ impl RedisHa {
             .primary_port()
             .expect("cosid-testkit: no sentinel names a primary");
         kill(self.node(port));
+        port
+    }
+
+    /// Asks a sentinel for a failover (`SENTINEL FAILOVER`): a replica is promoted and the
+    /// primary, which keeps running, is turned into a replica of it. Returns the old primary's
+    /// port.
+    pub fn failover(&self) -> u16 {
+        let port = self
+            .primary_port()
+            .expect("cosid-testkit: no sentinel names a primary");
+        let reply = command(
+            self.sentinels[0].port,
+            &["SENTINEL", "FAILOVER", MASTER_NAME],
+        );
+        assert!(
+            reply.as_deref().is_some_and(|r| r.starts_with(b"+OK")),
+            "cosid-testkit: SENTINEL FAILOVER answered {:?}",
+            reply.map(|r| String::from_utf8_lossy(&r).into_owned())
+        );
         port
     }
 
