@@ -6,10 +6,11 @@
 //! with a clear error instead of becoming another password. It works on bytes, so no input can
 //! make it slice through a character.
 
-use std::fmt::Write;
-
+// Encoding is for the text records of Redis and etcd only (PostgreSQL keeps typed columns).
 /// Appends `s` to `out`, with every byte for which `keep` is false written as `%XX`.
+#[cfg(any(feature = "redis", feature = "etcd"))]
 pub(crate) fn encode(s: &str, keep: impl Fn(u8) -> bool, out: &mut String) {
+    use std::fmt::Write;
     for b in s.bytes() {
         if keep(b) {
             out.push(b as char);
@@ -49,6 +50,7 @@ fn hex(b: u8) -> Option<u8> {
 mod tests {
     use super::*;
 
+    #[cfg(any(feature = "redis", feature = "etcd"))]
     #[test]
     fn decodes_what_it_encodes() {
         for s in ["", "plain", "p@ss:w/rd?&=%", "ü €", "%zz", "\n\u{0}"] {

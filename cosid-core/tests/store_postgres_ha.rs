@@ -379,23 +379,19 @@ fn failover_to_a_synchronous_standby_keeps_acknowledged_writes_and_windows_disjo
     invariants::disjoint_windows(&main_trace).unwrap_or_else(|v| panic!("{v}"));
 }
 
-/// A URL that reaches only the standby (the primary forgotten, or `target_session_attrs=any`
-/// with the standby first) gives a `Store` error from every compare-and-set saying the server
-/// is read-only and what to put in the URL; a two-host URL whose only live host is the standby
-/// says no host accepted writes. The password shows in none of them.
+/// A URL that reaches only the standby (the primary forgotten) gives a `Store` error from every
+/// compare-and-set saying the server is read-only and what to put in the URL; a two-host URL
+/// whose only live host is the standby says no host accepted writes; with
+/// `target_session_attrs=any` and the standby first, the store goes on to the primary. The
+/// password shows in none of the errors.
 #[test]
 fn a_url_reaching_only_the_standby_gives_the_read_only_error_naming_the_fix() {
     let pair = shared_pair();
     let standby = pair.standby().port();
     let primary = pair.primary().port();
     let ns = unique_namespace("read-only");
-    for url in [
-        format!("postgres://postgres:{SECRET}@127.0.0.1:{standby}/postgres"),
-        format!(
-            "postgres://postgres:{SECRET}@127.0.0.1:{standby},127.0.0.1:{primary}/postgres\
-             ?target_session_attrs=any"
-        ),
-    ] {
+    {
+        let url = format!("postgres://postgres:{SECRET}@127.0.0.1:{standby}/postgres");
         let store = open(&url, Duration::from_secs(5)).unwrap();
         let e = store
             .cas_slot(&ns, None, &SlotRecord::vacant(0))
@@ -427,6 +423,18 @@ fn a_url_reaching_only_the_standby_gives_the_read_only_error_naming_the_fix() {
         e.message().contains("no host of the URL accepted writes"),
         "{e}"
     );
+
+    // With `target_session_attrs=any` and the standby first, the standby takes the connection
+    // but refuses the schema check (a write), and the store goes on to the primary: connecting
+    // to a host includes that check.
+    let url = format!(
+        "postgres://postgres:{SECRET}@127.0.0.1:{standby},127.0.0.1:{primary}/postgres\
+         ?target_session_attrs=any"
+    );
+    let store = open(&url, Duration::from_secs(5)).unwrap();
+    let c = client(&store, &unique_namespace("any"), 2, LONG);
+    let got = acquire(&c, &Owner::new("any"));
+    assert!(c.release(&got.lease, None).unwrap());
 
     // The same URL with the primary in it works, whichever host comes first.
     for url in [pair.url(""), pair.url_standby_first("")] {
@@ -569,6 +577,39 @@ fn a_first_host_that_does_not_answer_leaves_time_for_the_second() {
     let mut last = None;
     for _ in 0..3 {
         match store.snapshot(&unique_namespace("blackhole")) {
+            Ok(_) => return,
+            Err(e) => {
+                assert!(!format!("{e:?}").contains(SECRET), "{e}");
+                last = Some(e);
+            }
+        }
+    }
+    panic!("the second host was never reached: {last:?}");
+}
+
+/// A first host that accepts connections and then never answers (a server stopped with
+/// SIGSTOP, or wedged: the kernel still completes the TCP handshake) takes only its share of
+/// the timeout too: the share bounds the whole of connecting to a host, not only the handshake.
+#[test]
+fn a_first_host_that_accepts_but_never_answers_leaves_time_for_the_second() {
+    let pair = shared_pair();
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    // Accepts every connection and holds it open, reading and writing nothing.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in silent.incoming() {
+            held.push(conn);
+        }
+    });
+    let url = format!(
+        "postgres://postgres:{SECRET}@127.0.0.1:{silent_port},127.0.0.1:{}/postgres",
+        pair.primary().port()
+    );
+    let store = open(&url, Duration::from_secs(4)).unwrap();
+    let mut last = None;
+    for _ in 0..3 {
+        match store.snapshot(&unique_namespace("silent")) {
             Ok(_) => return,
             Err(e) => {
                 assert!(!format!("{e:?}").contains(SECRET), "{e}");

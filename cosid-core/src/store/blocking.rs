@@ -11,7 +11,7 @@
 //! calls too; many calling threads do not take turns driving the IO; and the methods may be
 //! called from inside another tokio runtime.
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, Result};
 use std::fmt;
 use std::future::Future;
 use std::time::Duration;
@@ -161,19 +161,22 @@ pub(crate) enum Failure<E> {
 /// connection, or its error. So a thousand threads that call a fresh store at once open one
 /// connection, not a thousand (past the server's client limit and listen backlog), and when the
 /// server is unreachable they fail together after one connect timeout, not one after another.
+#[cfg(any(feature = "redis", feature = "postgres"))]
 pub(crate) struct SharedConnection<C> {
     state: std::sync::Mutex<Connection<C>>,
     /// Connect attempts ended so far; written under `state`'s lock, read before taking it.
     attempts: std::sync::atomic::AtomicU64,
 }
 
+#[cfg(any(feature = "redis", feature = "postgres"))]
 struct Connection<C> {
     /// The live connection and its number (the attempt that made it).
     current: Option<(u64, C)>,
     /// The error of the last attempt, if it failed.
-    failed: Option<(ErrorKind, String)>,
+    failed: Option<(crate::ErrorKind, String)>,
 }
 
+#[cfg(any(feature = "redis", feature = "postgres"))]
 impl<C: Clone> SharedConnection<C> {
     pub(crate) fn new() -> Self {
         SharedConnection {
@@ -235,7 +238,7 @@ impl<C: Clone> SharedConnection<C> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "redis", feature = "postgres")))]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -291,7 +294,7 @@ mod tests {
         assert!(n < 8, "{n} connect attempts for 64 callers");
         for r in &got {
             let e = r.as_ref().unwrap_err();
-            assert_eq!(e.kind(), ErrorKind::Store);
+            assert_eq!(e.kind(), crate::ErrorKind::Store);
             assert_eq!(e.to_string(), "store redis://x: connecting: refused");
         }
         // A later caller tries again rather than taking an old error.

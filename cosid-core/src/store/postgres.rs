@@ -174,6 +174,9 @@ enum Tls {
 pub struct PostgresStore {
     io: IoRuntime,
     config: tokio_postgres::Config,
+    /// `config` split into one configuration per host, tried in order, each bounded as a whole
+    /// by its share of the timeout (see [`per_host`]).
+    hosts: Vec<tokio_postgres::Config>,
     tls: Tls,
     conn: SharedConnection<Arc<Conn>>,
 }
@@ -256,6 +259,7 @@ impl PostgresStore {
         let io = IoRuntime::new(name, secrets, timeout)?;
         Ok(Arc::new(PostgresStore {
             io,
+            hosts: per_host(&config),
             config,
             tls,
             conn: SharedConnection::new(),
@@ -268,25 +272,44 @@ impl PostgresStore {
         self.conn.get(
             |c| !c.client.is_closed(),
             || {
-                let config = self.config.clone();
+                let hosts = self.hosts.clone();
                 let tls = self.tls.clone();
+                let share = self.config.get_connect_timeout().copied();
                 self.io
-                    .run(async move { connect(config, tls).await })
+                    .run(async move { connect_any(hosts, tls, share).await })
                     .map(Arc::new)
                     .map_err(|f| match f {
-                        Failure::Failed(ConnectError::Schema(e)) => {
-                            Error::store(self.io.scrub(&format!("store {}: {e}", self.io.name())))
-                        }
-                        Failure::Failed(ConnectError::Pg(e)) => self.io.failure(
-                            "connecting",
-                            Failure::Failed(connect_message(&e, &self.config)),
-                        ),
+                        Failure::Failed(failures) => self.connect_error(&failures),
                         Failure::TimedOut => {
                             self.io.failure::<String>("connecting", Failure::TimedOut)
                         }
                     })
             },
         )
+    }
+
+    /// The error for a connection no host gave: each host's reason, by its place in the URL.
+    fn connect_error(&self, failures: &[(usize, ConnectError)]) -> Error {
+        if let [(_, ConnectError::Schema(e))] = failures {
+            return Error::store(self.io.scrub(&format!("store {}: {e}", self.io.name())));
+        }
+        let one = |e: &ConnectError| match e {
+            ConnectError::Pg(e) => connect_message(e, &self.config),
+            ConnectError::Schema(e) => e.clone(),
+            ConnectError::HostTimedOut(d) => format!(
+                "no answer within {} ms, its share of the timeout",
+                d.as_millis()
+            ),
+        };
+        let detail = match failures {
+            [(_, e)] => one(e),
+            _ => failures
+                .iter()
+                .map(|(i, e)| format!("host {} of the URL: {}", i + 1, one(e)))
+                .collect::<Vec<_>>()
+                .join("; "),
+        };
+        self.io.failure("connecting", Failure::Failed(detail))
     }
 
     /// Runs one statement on the connection; a closed connection or a timeout drops it so the
@@ -393,12 +416,109 @@ impl PostgresStore {
 enum ConnectError {
     Pg(tokio_postgres::Error),
     Schema(String),
+    /// The host did not finish connecting within its share of the timeout.
+    HostTimedOut(Duration),
 }
 
 impl From<tokio_postgres::Error> for ConnectError {
     fn from(e: tokio_postgres::Error) -> Self {
         ConnectError::Pg(e)
     }
+}
+
+/// Connects to the first host of `hosts` that takes a connection, each bounded by `share` as
+/// a whole (TCP, TLS, authentication, the read-write check, the schema check); the reasons of
+/// every host that did not, by its place in the URL.
+async fn connect_any(
+    hosts: Vec<tokio_postgres::Config>,
+    tls: Tls,
+    share: Option<Duration>,
+) -> Result<Conn, Vec<(usize, ConnectError)>> {
+    let mut failures = Vec::new();
+    for (i, config) in hosts.into_iter().enumerate() {
+        let attempt = connect(config, tls.clone());
+        let outcome = match share {
+            Some(share) => tokio::time::timeout(share, attempt)
+                .await
+                .unwrap_or(Err(ConnectError::HostTimedOut(share))),
+            None => attempt.await,
+        };
+        match outcome {
+            Ok(conn) => return Ok(conn),
+            // A schema newer than this build is no reason to try another host.
+            Err(e @ ConnectError::Schema(_)) => return Err(vec![(i, e)]),
+            Err(e) => failures.push((i, e)),
+        }
+    }
+    Err(failures)
+}
+
+/// `config` as one configuration per host, each with every other setting of the URL, so that
+/// each host can be bounded as a whole: tokio-postgres's own `connect_timeout` bounds only the
+/// TCP handshake, and a server that completes it and then never answers (stopped with SIGSTOP,
+/// wedged; the kernel still accepts its connections) would otherwise take the whole operation
+/// timeout every time and keep the store from the next host, the promoted standby. One host, or
+/// hosts given as `hostaddr`s, stay one configuration.
+fn per_host(config: &tokio_postgres::Config) -> Vec<tokio_postgres::Config> {
+    use tokio_postgres::config::Host;
+    let hosts = config.get_hosts();
+    if hosts.len() < 2 || !config.get_hostaddrs().is_empty() {
+        return vec![config.clone()];
+    }
+    let ports = config.get_ports();
+    hosts
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            let mut c = tokio_postgres::Config::new();
+            match host {
+                Host::Tcp(h) => c.host(h),
+                #[cfg(unix)]
+                Host::Unix(path) => c.host_path(path),
+            };
+            // One port for every host, or one each (tokio-postgres checked the counts).
+            if let Some(port) = ports
+                .get(i)
+                .or_else(|| ports.first().filter(|_| ports.len() == 1))
+            {
+                c.port(*port);
+            }
+            if let Some(user) = config.get_user() {
+                c.user(user);
+            }
+            if let Some(password) = config.get_password() {
+                c.password(password);
+            }
+            if let Some(dbname) = config.get_dbname() {
+                c.dbname(dbname);
+            }
+            if let Some(options) = config.get_options() {
+                c.options(options);
+            }
+            if let Some(name) = config.get_application_name() {
+                c.application_name(name);
+            }
+            if let Some(t) = config.get_connect_timeout() {
+                c.connect_timeout(*t);
+            }
+            if let Some(t) = config.get_tcp_user_timeout() {
+                c.tcp_user_timeout(*t);
+            }
+            c.ssl_mode(config.get_ssl_mode())
+                .ssl_negotiation(config.get_ssl_negotiation())
+                .keepalives(config.get_keepalives())
+                .keepalives_idle(config.get_keepalives_idle())
+                .target_session_attrs(config.get_target_session_attrs())
+                .channel_binding(config.get_channel_binding());
+            if let Some(t) = config.get_keepalives_interval() {
+                c.keepalives_interval(t);
+            }
+            if let Some(n) = config.get_keepalives_retries() {
+                c.keepalives_retries(n);
+            }
+            c
+        })
+        .collect()
 }
 
 async fn connect(config: tokio_postgres::Config, tls: Tls) -> Result<Conn, ConnectError> {
@@ -983,6 +1103,24 @@ mod tests {
             store.config.get_connect_timeout(),
             Some(&(DEFAULT_TIMEOUT / 2))
         );
+        // One configuration per host, each with the URL's other settings.
+        assert_eq!(store.hosts.len(), 2);
+        for (host, port) in store.hosts.iter().zip([5433, 5434]) {
+            assert_eq!(host.get_hosts().len(), 1);
+            assert_eq!(host.get_ports(), &[port]);
+            assert_eq!(host.get_user(), store.config.get_user());
+            assert_eq!(host.get_password(), store.config.get_password());
+            assert_eq!(host.get_dbname(), Some("db"));
+            assert_eq!(host.get_application_name(), Some("cosid"));
+            assert_eq!(
+                host.get_target_session_attrs(),
+                TargetSessionAttrs::ReadWrite
+            );
+            assert_eq!(
+                host.get_connect_timeout(),
+                Some(&(DEFAULT_TIMEOUT / 2))
+            );
+        }
         let shown = format!("{store:?} {}", store.describe());
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(
