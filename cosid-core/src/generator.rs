@@ -819,8 +819,11 @@ mod tests {
             fn agrees_with_the_layout(l in layout(), ms in any::<i64>(), near in any::<i32>(),
                     slot in any::<u32>(), seq in any::<u32>()) {
                 let f = FastLayout::new(&l);
-                // Arbitrary instants, and instants near the epoch and the end of the range.
-                for ms in [ms, l.epoch_ms() + near as i64, l.runs_out_at_ms() + near as i64] {
+                // Arbitrary instants, instants near the epoch and the end of the range, and the
+                // milliseconds on either side of each boundary.
+                let (start, end) = (l.epoch_ms(), l.runs_out_at_ms());
+                let edges = [start - 1, start, start + 1, end - 1001, end - 1000, end - 1, end, end + 1];
+                for ms in [ms, start + near as i64, end + near as i64].into_iter().chain(edges) {
                     let t = l.timestamp_at(ms);
                     prop_assert_eq!(f.timestamp_at(ms), t, "{} at {}", l, ms);
                     if let Some(t) = t {
