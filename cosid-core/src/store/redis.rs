@@ -314,8 +314,10 @@ fn wait_options(parts: &Parts<'_>, name: &str, timeout: Duration) -> Result<(u32
     Ok((replicas, wait_timeout_ms))
 }
 
-/// The sentinels and the master of a `redis+sentinel://` URL.
-fn sentinel_target(parts: &Parts<'_>, name: &str, tls: bool) -> Result<Target> {
+/// The sentinels and the master of a `redis+sentinel://` URL, and the master's connection
+/// information on a placeholder host (it checks the user information and the database now, and
+/// holds the password to scrub from messages).
+fn sentinel_target(parts: &Parts<'_>, name: &str, tls: bool) -> Result<(Target, ConnectionInfo)> {
     let bad = |why: String| {
         Error::config(format!(
             "store URL '{name}' {why}; use redis+sentinel://[user:password@]sentinel1[:26379][,sentinel2…]/MASTERNAME[/db][?replicas=N]"
@@ -382,13 +384,23 @@ fn sentinel_target(parts: &Parts<'_>, name: &str, tls: bool) -> Result<Target> {
             .filter(|d| *d >= 0)
             .ok_or_else(|| bad(format!("has the database {}, not a number", shown(d))))?,
     };
-    Ok(Target::Sentinel {
+    let scheme = if tls { "rediss" } else { "redis" };
+    let info = master_url(scheme, parts.userinfo, "127.0.0.1", 1, db)
+        .into_connection_info()
+        .map_err(|e| {
+            bad(format!(
+                "has user information or a database that is not valid ({})",
+                scrub_kind(&e)
+            ))
+        })?;
+    let target = Target::Sentinel {
         sentinels,
         master: master.to_string(),
-        scheme: if tls { "rediss" } else { "redis" },
+        scheme,
         userinfo: parts.userinfo.to_string(),
         db,
-    })
+    };
+    Ok((target, info))
 }
 
 impl RedisStore {
@@ -426,26 +438,7 @@ impl RedisStore {
                 (None, info)
             }
             "redis+sentinel" | "rediss+sentinel" => {
-                let target = sentinel_target(&parts, &name, tls)?;
-                let Target::Sentinel {
-                    scheme,
-                    userinfo,
-                    db,
-                    ..
-                } = &target
-                else {
-                    unreachable!("sentinel_target gives a Sentinel target")
-                };
-                // The master's connection as it will be made, on a placeholder host: checks the
-                // credentials and the database now, and gives the password to scrub.
-                let info = master_url(scheme, userinfo, "127.0.0.1", 1, *db)
-                    .into_connection_info()
-                    .map_err(|e| {
-                        Error::config(format!(
-                            "store URL '{name}' has user information or a database that is not valid ({}); {FORMS}",
-                            scrub_kind(&e)
-                        ))
-                    })?;
+                let (target, info) = sentinel_target(&parts, &name, tls)?;
                 (Some(target), info)
             }
             _ => {
@@ -677,21 +670,20 @@ impl Shared {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(Some(timeout));
-        let Target::Sentinel {
-            sentinels,
-            master,
-            scheme,
-            userinfo,
-            db,
-        } = &self.target
-        else {
-            let Target::Direct(client) = &self.target else {
-                unreachable!("a target is direct or through Sentinel")
-            };
-            return client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await
-                .map_err(|e| e.to_string());
+        let (sentinels, master, scheme, userinfo, db) = match &self.target {
+            Target::Direct(client) => {
+                return client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            Target::Sentinel {
+                sentinels,
+                master,
+                scheme,
+                userinfo,
+                db,
+            } => (sentinels, master, scheme, userinfo, db),
         };
         // Each sentinel gets an equal share of the bound, so one that hangs leaves time to ask
         // the next.
