@@ -837,6 +837,22 @@ mod tests {
     }
 
     #[test]
+    fn a_generator_s_name_and_debug_output_say_what_it_is() {
+        let g = Generator::new(
+            "orders",
+            Layout::MILLIS,
+            Arc::new(Window::bound(5, T0 - 10, T0 + 10)),
+            ManualClock::shared(T0),
+            Duration::ZERO,
+        );
+        assert_eq!(g.name(), "orders");
+        // Without a runtime behind it, nothing gives it a slot after a fork: its output says so.
+        let shown = format!("{g:?}");
+        assert!(shown.contains("name: \"orders\""), "{shown}");
+        assert!(shown.contains("fork_hook: ForkHook(none)"), "{shown}");
+    }
+
+    #[test]
     fn a_generator_that_never_issued_reports_no_last_timestamp() {
         let (_, _, g) = setup(Layout::MILLIS, T0 - 10, T0 + 10);
         assert_eq!(g.close(), None);
