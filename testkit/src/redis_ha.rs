@@ -181,6 +181,11 @@ impl RedisHa {
         )
     }
 
+    /// The ports of the sentinels.
+    pub fn sentinel_ports(&self) -> Vec<u16> {
+        self.sentinels.iter().map(|s| s.port).collect()
+    }
+
     /// The ports of the data nodes (the first was the primary at the start).
     pub fn node_ports(&self) -> Vec<u16> {
         self.nodes.iter().map(Server::port).collect()

@@ -260,7 +260,12 @@ impl<'a> Parts<'a> {
 }
 
 /// The query parameters this store reads itself.
-const OURS: [&str; 2] = ["replicas", "wait_timeout_ms"];
+const OURS: [&str; 4] = [
+    "replicas",
+    "wait_timeout_ms",
+    "sentinel_user",
+    "sentinel_password",
+];
 
 /// A value from the URL as an error shows it: short, and only when it cannot be a piece of a
 /// credential (digits and letters).
@@ -325,7 +330,8 @@ fn sentinel_target(parts: &Parts<'_>, name: &str, tls: bool) -> Result<(Target, 
     };
     if let Some((k, _)) = parts.query.iter().find(|(k, _)| !OURS.contains(k)) {
         return Err(bad(format!(
-            "has the parameter {} that a Sentinel URL does not take (it takes replicas and wait_timeout_ms)",
+            "has the parameter {} that a Sentinel URL does not take (it takes replicas, \
+             wait_timeout_ms, sentinel_user and sentinel_password)",
             shown(k)
         )));
     }
@@ -334,6 +340,23 @@ fn sentinel_target(parts: &Parts<'_>, name: &str, tls: bool) -> Result<(Target, 
             "ends in a #fragment, which a Sentinel URL does not take".to_string(),
         ));
     }
+    // The sentinels' own credentials (`requirepass` or an ACL user on the sentinels), if any.
+    let credential = |key: &str| {
+        parts
+            .param(key)
+            .map(|v| {
+                crate::percent::decode(v).ok_or_else(|| {
+                    bad(format!(
+                        "has a {key} that is not valid percent-encoding (write a byte as %XX)"
+                    ))
+                })
+            })
+            .transpose()
+    };
+    let (sentinel_user, sentinel_password) = (
+        credential("sentinel_user")?,
+        credential("sentinel_password")?,
+    );
     let mut sentinels = Vec::new();
     for host in parts.hosts.split(',') {
         let (h, port) = match host.rsplit_once(':') {
@@ -357,7 +380,14 @@ fn sentinel_target(parts: &Parts<'_>, name: &str, tls: bool) -> Result<(Target, 
                     scrub_kind(&e)
                 ))
             })?;
-        sentinels.push(info);
+        let mut settings = info.redis_settings().clone();
+        if let Some(user) = &sentinel_user {
+            settings = settings.set_username(user);
+        }
+        if let Some(password) = &sentinel_password {
+            settings = settings.set_password(password);
+        }
+        sentinels.push(info.set_redis_settings(settings));
     }
     let mut path = parts.path.splitn(2, '/');
     let master = path.next().unwrap_or("");
@@ -429,6 +459,15 @@ impl RedisStore {
         let tls = parts.scheme.starts_with("rediss");
         let (target, info) = match parts.scheme.as_str() {
             "redis" | "rediss" => {
+                if parts.param("sentinel_user").is_some()
+                    || parts.param("sentinel_password").is_some()
+                {
+                    return Err(Error::config(format!(
+                        "store URL '{name}' has sentinel_user or sentinel_password, which only a \
+                         redis+sentinel:// URL takes; remove them, or name the sentinels in a \
+                         redis+sentinel:// URL"
+                    )));
+                }
                 let info = parts.client_url().into_connection_info().map_err(|e| {
                     Error::config(format!(
                         "store URL '{name}' is not a valid Redis URL ({}); {FORMS}",
@@ -447,11 +486,20 @@ impl RedisStore {
                 )))
             }
         };
-        let secrets = info
+        let mut secrets: Vec<String> = info
             .redis_settings()
             .password()
-            .map(|p| vec![p.to_string()])
-            .unwrap_or_default();
+            .map(String::from)
+            .into_iter()
+            .collect();
+        if let Some(Target::Sentinel { sentinels, .. }) = &target {
+            secrets.extend(
+                sentinels
+                    .first()
+                    .and_then(|s| s.redis_settings().password())
+                    .map(String::from),
+            );
+        }
         if tls {
             // Only the ring provider is built in; make it the process default if none is set
             // (rustls refuses to pick one when several are compiled in).
@@ -970,6 +1018,15 @@ mod tests {
                 "redis+sentinel://s1/m?protocol=resp3",
                 "parameter 'protocol'",
             ),
+            ("rediss+sentinel://s1/m#insecure", "#fragment"),
+            (
+                "redis+sentinel://s1/m?sentinel_password=%zz",
+                "not valid percent-encoding",
+            ),
+            (
+                "redis://h/0?sentinel_password=x",
+                "only a redis+sentinel:// URL takes",
+            ),
         ] {
             let e = open(bad).expect_err(bad);
             assert_eq!(e.kind(), crate::ErrorKind::Config, "{bad}: {e}");
@@ -991,6 +1048,22 @@ mod tests {
         }
         let s = open("redis+sentinel://u:SECRET@s1/m?replicas=1").unwrap();
         assert!(!format!("{s:?} {}", s.describe()).contains("SECRET"));
+        let s = open(
+            "redis+sentinel://s1,s2/m?replicas=1&sentinel_user=sen&sentinel_password=SEC%2FRET",
+        )
+        .unwrap();
+        assert!(!format!("{s:?} {}", s.describe()).contains("SEC"));
+        assert_eq!(s.io.scrub("x SEC/RET y"), "x *** y");
+        let Target::Sentinel { sentinels, .. } = &s.shared.target else {
+            panic!("a sentinel URL gives a sentinel target");
+        };
+        for info in sentinels {
+            let settings = info.redis_settings();
+            assert_eq!(
+                (settings.username(), settings.password()),
+                (Some("sen"), Some("SEC/RET"))
+            );
+        }
     }
 
     #[test]
