@@ -213,7 +213,7 @@ impl PostgresStore {
             sslmode,
             sslrootcert: rootcert,
             session,
-        } = take_params(raw, &name)?;
+        } = take_params(&escape_credentials(raw), &name)?;
         let mut config = tokio_postgres::Config::from_str(&rest).map_err(|_| {
             // The parser's message may quote the URL: name it redacted instead.
             Error::config(format!(
@@ -636,6 +636,31 @@ fn session_attrs(given: Option<&str>, hosts: usize, name: &str) -> Result<Target
 fn connect_share(timeout: Duration, hosts: usize, given: Option<Duration>) -> Duration {
     let share = timeout / u32::try_from(hosts.max(1)).unwrap_or(u32::MAX);
     given.map_or(share, |g| g.min(share))
+}
+
+/// `url` with the delimiters inside its user name and password percent-encoded. The
+/// credentials end at the URL's last '@', the rule every store URL follows (and the one its
+/// redacted form shows); tokio-postgres ends them at the first '@' and its parameters at the
+/// first '?', so a password holding either would otherwise be cut, its tail read as a host, a
+/// database or a parameter, and shown in messages. tokio-postgres decodes them back.
+fn escape_credentials(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((credentials, host_on)) = rest.rsplit_once('@') else {
+        return url.to_string();
+    };
+    let mut escaped = String::with_capacity(credentials.len());
+    for c in credentials.chars() {
+        match c {
+            '@' => escaped.push_str("%40"),
+            '/' => escaped.push_str("%2F"),
+            '?' => escaped.push_str("%3F"),
+            '#' => escaped.push_str("%23"),
+            c => escaped.push(c),
+        }
+    }
+    format!("{scheme}://{escaped}@{host_on}")
 }
 
 /// The URL with the parameters cosid reads itself taken off, and their values.
@@ -1089,6 +1114,29 @@ mod tests {
         assert_eq!(connect_share(s(2), 2, Some(s(10))), s(1));
     }
 
+    /// A password may hold '@', '/', '?' and '#' unencoded: the host follows the last '@', as
+    /// for every store URL (and as the redacted form says), and no part of the password may end
+    /// up read as the host, the database or a parameter (where it could show in a message).
+    #[test]
+    fn a_password_with_url_delimiters_is_the_password_and_nothing_else() {
+        let url = "postgres://u:hun@ter/2?x#y@127.0.0.1:5433/db?sslmode=disable";
+        let store = PostgresStore::open(&StoreUrl::parse(url).unwrap()).unwrap();
+        assert_eq!(store.config.get_password(), Some(&b"hun@ter/2?x#y"[..]));
+        assert_eq!(store.config.get_user(), Some("u"));
+        assert_eq!(
+            store.config.get_hosts(),
+            &[tokio_postgres::config::Host::Tcp("127.0.0.1".into())]
+        );
+        assert_eq!(store.config.get_ports(), &[5433]);
+        assert_eq!(store.config.get_dbname(), Some("db"));
+        let shown = format!("{store:?} {}", store.describe());
+        assert!(!shown.contains("ter/2"), "{shown}");
+        // Already percent-encoded, it is decoded once.
+        let url = "postgres://u:hun%40ter@127.0.0.1:5433/db";
+        let store = PostgresStore::open(&StoreUrl::parse(url).unwrap()).unwrap();
+        assert_eq!(store.config.get_password(), Some(&b"hun@ter"[..]));
+    }
+
     #[test]
     fn a_multi_host_url_opens_and_is_configured() {
         let url = "postgres://u:hunter2@127.0.0.1:5433,[::1]:5434/db";
@@ -1116,10 +1164,7 @@ mod tests {
                 host.get_target_session_attrs(),
                 TargetSessionAttrs::ReadWrite
             );
-            assert_eq!(
-                host.get_connect_timeout(),
-                Some(&(DEFAULT_TIMEOUT / 2))
-            );
+            assert_eq!(host.get_connect_timeout(), Some(&(DEFAULT_TIMEOUT / 2)));
         }
         let shown = format!("{store:?} {}", store.describe());
         assert!(!shown.contains("hunter2"), "{shown}");
