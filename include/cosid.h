@@ -254,7 +254,9 @@ typedef struct cosid_generator cosid_generator;
 typedef struct cosid_runtime cosid_runtime;
 
 /**
- * A runtime's counters and current window, read by `cosid_runtime_stats`.
+ * A runtime's counters and current window, read by `cosid_runtime_stats`. The members are the
+ * core's stats fields (`cosid_core::lease::stats::STATS_FIELDS`) in its order, the same names
+ * as Python's `cosid.Stats` attributes (Node: their camelCase, `idsIssued`, `floorMs`).
  */
 typedef struct cosid_stats {
   /**
@@ -415,11 +417,24 @@ typedef struct cosid_event {
  * to `cosid_runtime_set_event_callback`.
  *
  * Called on the runtime's keeper thread (named `cosid-keeper`), or on the thread that calls
- * `cosid_runtime_close`/`cosid_runtime_free` for the final `COSID_EVENT_SLOT_RELEASED`. Never
- * called twice at once for one runtime. Keep it quick: the keeper renews the lease on the same
- * thread. It must not unwind (C++ exceptions, `longjmp`) out of the call, must not call
- * `cosid_runtime_close` on its own runtime (that returns `COSID_ERR_INVALID_ARGUMENT`), and
- * should not call `cosid_next` on its own runtime (a wait for the keeper would wait for itself).
+ * `cosid_runtime_close`/`cosid_runtime_free` for the final `COSID_EVENT_SLOT_RELEASED`. Calls
+ * on two threads never overlap for one runtime.
+ *
+ * The callback may call any cosid function, on its own runtime too: `cosid_next`,
+ * `cosid_runtime_stats`, `cosid_generator_get`, `cosid_runtime_set_event_callback` (the new
+ * callback gets the next event), `cosid_runtime_close` and `cosid_runtime_free`. A close or
+ * free of its own runtime releases the slot there and then, on the callback's thread, and the
+ * final `COSID_EVENT_SLOT_RELEASED` reaches the callback *nested*, from inside that call, before
+ * it returns: do not hold a lock of your own across it that the nested call would take again.
+ * After `cosid_runtime_free` the handle is gone, and no event reaches the callback once the free
+ * returns (not even one raised by the same step of the keeper).
+ *
+ * Keep it quick: while it runs on the keeper's thread the keeper cannot renew the lease, so a
+ * `cosid_next` that must wait for a renewal (the window's ceiling reached) fails after
+ * `max-wait`. It must not wait for a thread that is inside `cosid_runtime_close`,
+ * `cosid_runtime_free` or `cosid_runtime_set_event_callback` of the same runtime (each of those
+ * waits for a callback running on another thread to return), and must not unwind (C++
+ * exceptions, `longjmp`) out of the call.
  */
 typedef void (*cosid_event_callback)(const struct cosid_event *event, void *user_data);
 
@@ -530,16 +545,21 @@ cosid_status cosid_next_batch(const struct cosid_runtime *rt, uint64_t *out, siz
  * Ordered shutdown: every generator of the runtime closes (no id is issued after this call
  * returns), the keeper thread stops, and the slot is released to the store with the exact last
  * issued timestamp, so the next holder of the slot starts above it. In a `fork()` child it
- * releases the child's own slot if it took one, and leaves the parent's slot to the parent. The event callback, if any,
- * sees `COSID_EVENT_SLOT_RELEASED` on the calling thread.
+ * releases the child's own slot if it took one, and leaves the parent's slot to the parent. The
+ * event callback, if any, sees `COSID_EVENT_SLOT_RELEASED` on the calling thread.
  *
  * The handle stays valid: later calls return `COSID_ERR_CLOSED` (`cosid_parse` and
  * `cosid_runtime_stats` keep working) until `cosid_runtime_free`.
  *
+ * May be called from inside the runtime's own event callback, on any thread (see
+ * `cosid_event_callback`): the final `COSID_EVENT_SLOT_RELEASED` then reaches the callback
+ * nested, before this returns. The callback may even free the runtime from there; this close
+ * then finishes on its own and `rt` is invalid once it returns.
+ *
  * Errors: `COSID_ERR_NULL_ARGUMENT`; `COSID_ERR_CLOSED` if the runtime was already closed (a
- * second close is harmless); `COSID_ERR_STORE` if the release
- * could not be written (the lease then expires after its ttl, and no id is lost or duplicated);
- * `COSID_ERR_INVALID_ARGUMENT` if called from inside this runtime's own event callback.
+ * second close is harmless); `COSID_ERR_STORE` if the release could not be written (the lease
+ * then expires after its ttl, and no id is lost or duplicated); `COSID_ERR_STATE_FILE` if a
+ * static slot's state file could not be written.
  *
  * Thread-safe.
  */
@@ -552,11 +572,11 @@ cosid_status cosid_runtime_close(struct cosid_runtime *rt);
  * After this call `rt` is invalid. Generator handles from `cosid_generator_get` stay valid and
  * return `COSID_ERR_CLOSED`; free them too.
  *
- * Do not call it while another thread still uses `rt`. Calling it from inside this runtime's
- * event callback is allowed, and the callback is not called again: for an event on the keeper's
- * thread the shutdown finishes on a background thread after the callback returns; for the final
- * `COSID_EVENT_SLOT_RELEASED` delivered inside `cosid_runtime_close`, the handle is freed when
- * that close returns.
+ * Do not call it while another thread still uses `rt`. It may be called from inside this
+ * runtime's own event callback, on any thread (see `cosid_event_callback`). If the runtime was
+ * not closed, the callback is called once more, nested inside this call, with the final
+ * `COSID_EVENT_SLOT_RELEASED`; `rt` is already invalid there (pass it to no cosid function). The
+ * callback is never called after this returns.
  */
 void cosid_runtime_free(struct cosid_runtime *rt);
 
@@ -677,17 +697,17 @@ cosid_status cosid_id_from_base62(const char *text, uint64_t *out);
  * replacing the previous one. `user_data` is passed back to every call unchanged.
  *
  * The callback runs on the keeper's thread (see `cosid_event_callback` for what it may do).
- * When this function returns, the previous callback is neither running nor called again, so its
- * `user_data` may be released. The last callback is called for the final
- * `COSID_EVENT_SLOT_RELEASED` during `cosid_runtime_close` (or `cosid_runtime_free` without
- * close) and never after `cosid_runtime_free` returns. Events raised before the callback was set
- * (the first `COSID_EVENT_SLOT_ACQUIRED`, during `cosid_runtime_new`) are not replayed: read
- * `cosid_runtime_stats` for the current slot.
+ * When this function returns, the previous callback is not called again, and it is not running
+ * either (unless it is the caller: this function may be called from inside the callback, which
+ * then runs on until it returns), so its `user_data` may be released. The last callback is
+ * called for the final `COSID_EVENT_SLOT_RELEASED` during `cosid_runtime_close` (or
+ * `cosid_runtime_free` without close) and never after `cosid_runtime_free` returns. Events
+ * raised before the callback was set (the first `COSID_EVENT_SLOT_ACQUIRED`, during
+ * `cosid_runtime_new`) are not replayed: read `cosid_runtime_stats` for the current slot.
  *
  * `user_data` must be usable from the keeper's thread for as long as the callback is set.
  *
- * Errors: `COSID_ERR_NULL_ARGUMENT` (`rt`); `COSID_ERR_INVALID_ARGUMENT` when called from inside
- * this runtime's own callback.
+ * Errors: `COSID_ERR_NULL_ARGUMENT` (`rt`).
  *
  * Thread-safe.
  */

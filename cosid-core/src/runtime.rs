@@ -539,8 +539,8 @@ impl Runtime {
         let b = self.inner.window.read();
         s.slot = b.slot;
         s.bound = ours && b.status == crate::window::WindowStatus::Active;
-        s.floor = b.floor;
-        s.ceiling = b.ceiling;
+        s.floor_ms = b.floor;
+        s.ceiling_ms = b.ceiling;
         s
     }
 

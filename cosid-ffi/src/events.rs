@@ -3,13 +3,13 @@
 
 use crate::boundary::{guard, handle};
 use crate::runtime::cosid_runtime;
-use crate::status::{cosid_status, fail_with};
+use crate::status::cosid_status;
 use cosid_core::Event;
+use parking_lot::ReentrantMutex;
 use std::cell::Cell;
 use std::ffi::{c_void, CString};
 use std::os::raw::c_char;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 /// What happened. Values are explicit and never reused: a kind's value is its place in the
 /// core's vocabulary (`cosid_core::lease::events::EVENT_KINDS`) plus one, its name
@@ -93,14 +93,28 @@ pub struct cosid_event {
 /// to `cosid_runtime_set_event_callback`.
 ///
 /// Called on the runtime's keeper thread (named `cosid-keeper`), or on the thread that calls
-/// `cosid_runtime_close`/`cosid_runtime_free` for the final `COSID_EVENT_SLOT_RELEASED`. Never
-/// called twice at once for one runtime. Keep it quick: the keeper renews the lease on the same
-/// thread. It must not unwind (C++ exceptions, `longjmp`) out of the call, must not call
-/// `cosid_runtime_close` on its own runtime (that returns `COSID_ERR_INVALID_ARGUMENT`), and
-/// should not call `cosid_next` on its own runtime (a wait for the keeper would wait for itself).
+/// `cosid_runtime_close`/`cosid_runtime_free` for the final `COSID_EVENT_SLOT_RELEASED`. Calls
+/// on two threads never overlap for one runtime.
+///
+/// The callback may call any cosid function, on its own runtime too: `cosid_next`,
+/// `cosid_runtime_stats`, `cosid_generator_get`, `cosid_runtime_set_event_callback` (the new
+/// callback gets the next event), `cosid_runtime_close` and `cosid_runtime_free`. A close or
+/// free of its own runtime releases the slot there and then, on the callback's thread, and the
+/// final `COSID_EVENT_SLOT_RELEASED` reaches the callback *nested*, from inside that call, before
+/// it returns: do not hold a lock of your own across it that the nested call would take again.
+/// After `cosid_runtime_free` the handle is gone, and no event reaches the callback once the free
+/// returns (not even one raised by the same step of the keeper).
+///
+/// Keep it quick: while it runs on the keeper's thread the keeper cannot renew the lease, so a
+/// `cosid_next` that must wait for a renewal (the window's ceiling reached) fails after
+/// `max-wait`. It must not wait for a thread that is inside `cosid_runtime_close`,
+/// `cosid_runtime_free` or `cosid_runtime_set_event_callback` of the same runtime (each of those
+/// waits for a callback running on another thread to return), and must not unwind (C++
+/// exceptions, `longjmp`) out of the call.
 pub type cosid_event_callback =
     Option<unsafe extern "C" fn(event: *const cosid_event, user_data: *mut c_void)>;
 
+#[derive(Clone, Copy)]
 struct Registered {
     callback: unsafe extern "C" fn(*const cosid_event, *mut c_void),
     user_data: *mut c_void,
@@ -112,67 +126,40 @@ unsafe impl Send for Registered {}
 
 /// A runtime's callback slot. Lives in an `Arc` shared by the handle and the listener the core
 /// calls.
+///
+/// The lock is held while the callback runs: a thread that replaces the callback waits until a
+/// call in progress on another thread has returned, and calls on two threads never overlap. It
+/// is re-entrant, because the core runs listeners with none of its own locks held, so the
+/// callback may call back into its runtime; the final `SLOT_RELEASED` of a close or free it
+/// makes is delivered to it there, nested, on the same thread.
 #[derive(Default)]
 pub(crate) struct EventSlot {
-    current: Mutex<Option<Registered>>,
-    disabled: AtomicBool,
+    current: ReentrantMutex<Cell<Option<Registered>>>,
     subscribed: OnceLock<()>,
 }
 
-thread_local! {
-    /// The `EventSlot` whose callback this thread is running now (0: none).
-    static INSIDE: Cell<usize> = const { Cell::new(0) };
-}
-
 impl EventSlot {
-    fn id(&self) -> usize {
-        self as *const EventSlot as usize
+    /// Sets (or with `None` removes) the callback; waits for a call in progress on another
+    /// thread.
+    fn set(&self, registered: Option<Registered>) {
+        self.current.lock().set(registered);
     }
 
-    /// Whether this thread is running this slot's callback now.
-    pub(crate) fn is_inside_callback(&self) -> bool {
-        INSIDE.with(|c| c.get()) == self.id()
-    }
-
-    /// Refuses a call that would deadlock when made from inside this slot's callback.
-    pub(crate) fn refuse_inside_callback(
-        &self,
-        function: &'static str,
-    ) -> Result<(), cosid_status> {
-        if self.is_inside_callback() {
-            return Err(fail_with(
-                function,
-                cosid_status::COSID_ERR_INVALID_ARGUMENT,
-                "called from inside the runtime's own event callback, which runs on the keeper's \
-                 thread while the keeper waits for it; call it from another thread (or call \
-                 cosid_runtime_free, which finishes in the background)",
-            ));
-        }
-        Ok(())
-    }
-
-    /// Stops every later delivery.
-    pub(crate) fn disable(&self) {
-        self.disabled.store(true, Ordering::Release);
+    /// Removes the callback: nothing reaches it once this returns (see [`EventSlot::set`]).
+    pub(crate) fn clear(&self) {
+        self.set(None);
     }
 
     fn deliver(&self, event: &Event) {
-        if self.disabled.load(Ordering::Acquire) || self.is_inside_callback() {
-            // An event raised by a call the callback made on its own runtime is dropped rather
-            // than delivered re-entrantly (the callback's lock is held by this very thread).
-            return;
-        }
-        let current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(reg) = current.as_ref() else {
+        let current = self.current.lock();
+        let Some(reg) = current.get() else {
             return;
         };
         let (c_event, _strings) = convert(event);
-        let previous = INSIDE.with(|c| c.replace(self.id()));
         // SAFETY: the callback and user_data were registered together by the caller, who
         // promised they stay valid until replaced or the runtime is freed; the event and its
         // strings live until after the call.
         unsafe { (reg.callback)(&c_event, reg.user_data) };
-        INSIDE.with(|c| c.set(previous));
     }
 }
 
@@ -239,17 +226,17 @@ fn convert(event: &Event) -> (cosid_event, [CString; 4]) {
 /// replacing the previous one. `user_data` is passed back to every call unchanged.
 ///
 /// The callback runs on the keeper's thread (see `cosid_event_callback` for what it may do).
-/// When this function returns, the previous callback is neither running nor called again, so its
-/// `user_data` may be released. The last callback is called for the final
-/// `COSID_EVENT_SLOT_RELEASED` during `cosid_runtime_close` (or `cosid_runtime_free` without
-/// close) and never after `cosid_runtime_free` returns. Events raised before the callback was set
-/// (the first `COSID_EVENT_SLOT_ACQUIRED`, during `cosid_runtime_new`) are not replayed: read
-/// `cosid_runtime_stats` for the current slot.
+/// When this function returns, the previous callback is not called again, and it is not running
+/// either (unless it is the caller: this function may be called from inside the callback, which
+/// then runs on until it returns), so its `user_data` may be released. The last callback is
+/// called for the final `COSID_EVENT_SLOT_RELEASED` during `cosid_runtime_close` (or
+/// `cosid_runtime_free` without close) and never after `cosid_runtime_free` returns. Events
+/// raised before the callback was set (the first `COSID_EVENT_SLOT_ACQUIRED`, during
+/// `cosid_runtime_new`) are not replayed: read `cosid_runtime_stats` for the current slot.
 ///
 /// `user_data` must be usable from the keeper's thread for as long as the callback is set.
 ///
-/// Errors: `COSID_ERR_NULL_ARGUMENT` (`rt`); `COSID_ERR_INVALID_ARGUMENT` when called from inside
-/// this runtime's own callback.
+/// Errors: `COSID_ERR_NULL_ARGUMENT` (`rt`).
 ///
 /// Thread-safe.
 #[no_mangle]
@@ -261,17 +248,14 @@ pub extern "C" fn cosid_runtime_set_event_callback(
     const F: &str = "cosid_runtime_set_event_callback";
     guard(F, || {
         let h = handle(F, "rt", rt.cast_const())?;
-        h.events.refuse_inside_callback(F)?;
-        let slot = h.events.clone();
         h.events.subscribed.get_or_init(|| {
-            let listener = slot.clone();
+            let listener = h.events.clone();
             h.rt.subscribe(move |e| listener.deliver(e));
         });
-        let mut current = slot.current.lock().unwrap_or_else(|p| p.into_inner());
-        *current = callback.map(|callback| Registered {
+        h.events.set(callback.map(|callback| Registered {
             callback,
             user_data,
-        });
+        }));
         Ok(())
     })
 }
@@ -310,6 +294,7 @@ mod tests {
     use crate::runtime::{cosid_runtime_close, cosid_runtime_free};
     use crate::status::last_error;
     use std::ffi::CStr;
+    use std::sync::Mutex;
 
     /// kind, slot, next_floor_ms, reason + error + key, message
     type Record = (cosid_event_kind, u32, i64, String, String);
@@ -398,18 +383,19 @@ mod tests {
     static RESULT: Mutex<Vec<(cosid_status, String)>> = Mutex::new(Vec::new());
 
     #[test]
-    fn closing_from_the_callback_is_refused() {
+    fn closing_again_from_the_release_callback_says_closed() {
         let rt = memory_runtime("ffi-ev3");
         assert_eq!(
             cosid_runtime_set_event_callback(rt, Some(close_own_runtime), rt.cast()),
             cosid_status::COSID_OK
         );
-        // The release event is delivered on this thread, inside close.
+        // The release event is delivered on this thread, inside close, and the callback's close
+        // finds the runtime closed already (no deadlock, no refusal).
         assert_eq!(cosid_runtime_close(rt), cosid_status::COSID_OK);
         let got = RESULT.lock().unwrap().clone();
         assert_eq!(got.len(), 1);
-        assert_eq!(got[0].0, cosid_status::COSID_ERR_INVALID_ARGUMENT);
-        assert!(got[0].1.contains("own event callback"), "{}", got[0].1);
+        assert_eq!(got[0].0, cosid_status::COSID_ERR_CLOSED, "{}", got[0].1);
+        assert!(got[0].1.contains("already closed"), "{}", got[0].1);
         cosid_runtime_free(rt);
     }
 
@@ -421,7 +407,7 @@ mod tests {
     }
 
     #[test]
-    fn freeing_from_the_callback_during_close_is_deferred_to_the_close() {
+    fn freeing_from_the_callback_during_close_leaves_the_close_to_finish() {
         // Hold the store so the release can be checked after the runtime is gone.
         let store = cosid_core::store::open("memory:ffi-ev4").unwrap();
         let rt = memory_runtime("ffi-ev4");
@@ -431,7 +417,7 @@ mod tests {
             cosid_runtime_set_event_callback(rt, Some(free_on_release), rt.cast()),
             cosid_status::COSID_OK
         );
-        // The callback frees `rt` inside this close; close frees it when it is done with it.
+        // The callback frees `rt` inside this close; the close finishes on its own handle.
         assert_eq!(cosid_runtime_close(rt), cosid_status::COSID_OK);
         let snap = store.snapshot("ffi").unwrap();
         assert!(snap.slots.slots.iter().all(|r| r.value.owner.is_none()));
@@ -475,20 +461,12 @@ mod tests {
         let sample = convert(&Event::samples()[0]);
         let names: Vec<_> = members(&sample.0).iter().map(|m| m.0).collect();
         assert_eq!(names, vocabulary);
-        // ... in the header too (cbindgen writes one member per line: `type name;`).
-        let header = include_str!("../../include/cosid.h");
-        let body = header
-            .split("typedef struct cosid_event {")
-            .nth(1)
-            .and_then(|b| b.split('}').next())
-            .expect("include/cosid.h defines struct cosid_event");
-        let in_header: Vec<_> = body
-            .lines()
-            .map(str::trim)
-            .filter(|l| l.ends_with(';'))
-            .filter_map(|l| l.trim_end_matches(';').rsplit([' ', '*']).next())
-            .collect();
-        assert_eq!(in_header, vocabulary, "include/cosid.h is stale");
+        // ... in the header too.
+        assert_eq!(
+            crate::runtime::tests::header_members("cosid_event"),
+            vocabulary,
+            "include/cosid.h is stale"
+        );
 
         assert_eq!(KINDS.len(), EVENT_KINDS.len(), "a core kind has no C value");
         for (i, event) in Event::samples().iter().enumerate() {

@@ -4,9 +4,7 @@ use crate::boundary::{c_str, check_ptr, guard, guard_void, handle, out_slice, wr
 use crate::events::EventSlot;
 use crate::status::{cosid_status, fail};
 use cosid_core::{Generator, Reservation, Result, Runtime, TryNext};
-use std::cell::Cell;
 use std::os::raw::c_char;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// A running id source: one slot (leased from the configured store, or static), one keeper
@@ -25,14 +23,6 @@ pub struct cosid_runtime {
     magic: u64,
     pub(crate) rt: Runtime,
     pub(crate) events: Arc<EventSlot>,
-    /// Set when the event callback freed the runtime while `cosid_runtime_close` on this thread
-    /// was still running on it: close frees it once it is done with it.
-    free_after_close: AtomicBool,
-}
-
-thread_local! {
-    /// The runtime whose `cosid_runtime_close` runs on this thread (0: none).
-    static CLOSING: Cell<usize> = const { Cell::new(0) };
 }
 
 impl Handle for cosid_runtime {
@@ -49,7 +39,9 @@ impl Drop for cosid_runtime {
     }
 }
 
-/// A runtime's counters and current window, read by `cosid_runtime_stats`.
+/// A runtime's counters and current window, read by `cosid_runtime_stats`. The members are the
+/// core's stats fields (`cosid_core::lease::stats::STATS_FIELDS`) in its order, the same names
+/// as Python's `cosid.Stats` attributes (Node: their camelCase, `idsIssued`, `floorMs`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct cosid_stats {
@@ -111,7 +103,6 @@ pub extern "C" fn cosid_runtime_new(
             magic: cosid_runtime::MAGIC,
             rt,
             events: Arc::default(),
-            free_after_close: AtomicBool::new(false),
         });
         write_out(out, Box::into_raw(handle));
         Ok(())
@@ -207,16 +198,21 @@ pub(crate) fn fill_batch(generator: &Generator, out: &mut [u64]) -> Result<()> {
 /// Ordered shutdown: every generator of the runtime closes (no id is issued after this call
 /// returns), the keeper thread stops, and the slot is released to the store with the exact last
 /// issued timestamp, so the next holder of the slot starts above it. In a `fork()` child it
-/// releases the child's own slot if it took one, and leaves the parent's slot to the parent. The event callback, if any,
-/// sees `COSID_EVENT_SLOT_RELEASED` on the calling thread.
+/// releases the child's own slot if it took one, and leaves the parent's slot to the parent. The
+/// event callback, if any, sees `COSID_EVENT_SLOT_RELEASED` on the calling thread.
 ///
 /// The handle stays valid: later calls return `COSID_ERR_CLOSED` (`cosid_parse` and
 /// `cosid_runtime_stats` keep working) until `cosid_runtime_free`.
 ///
+/// May be called from inside the runtime's own event callback, on any thread (see
+/// `cosid_event_callback`): the final `COSID_EVENT_SLOT_RELEASED` then reaches the callback
+/// nested, before this returns. The callback may even free the runtime from there; this close
+/// then finishes on its own and `rt` is invalid once it returns.
+///
 /// Errors: `COSID_ERR_NULL_ARGUMENT`; `COSID_ERR_CLOSED` if the runtime was already closed (a
-/// second close is harmless); `COSID_ERR_STORE` if the release
-/// could not be written (the lease then expires after its ttl, and no id is lost or duplicated);
-/// `COSID_ERR_INVALID_ARGUMENT` if called from inside this runtime's own event callback.
+/// second close is harmless); `COSID_ERR_STORE` if the release could not be written (the lease
+/// then expires after its ttl, and no id is lost or duplicated); `COSID_ERR_STATE_FILE` if a
+/// static slot's state file could not be written.
 ///
 /// Thread-safe.
 #[no_mangle]
@@ -224,18 +220,11 @@ pub extern "C" fn cosid_runtime_close(rt: *mut cosid_runtime) -> cosid_status {
     const F: &str = "cosid_runtime_close";
     guard(F, || {
         let h = handle(F, "rt", rt.cast_const())?;
-        h.events.refuse_inside_callback(F)?;
-        let previous = CLOSING.with(|c| c.replace(rt as usize));
-        let result = h.rt.close();
-        CLOSING.with(|c| c.set(previous));
-        if h.free_after_close.load(Ordering::Acquire) {
-            // The callback freed the runtime during this close (on the final release event):
-            // free it now that nothing here uses it any more.
-            // SAFETY: a live handle made by `Box::into_raw`; its free was handed to us, and `h`
-            // is not used after this.
-            drop(unsafe { Box::from_raw(rt) });
-        }
-        result.map_err(|e| fail(F, &e))
+        // The close runs on a handle of its own: the event callback may free `rt` during it (on
+        // the final release event), and the runtime then lives on in this one until the close
+        // returns. `h` is not used again.
+        let runtime = h.rt.clone();
+        runtime.close().map_err(|e| fail(F, &e))
     })
 }
 
@@ -245,42 +234,31 @@ pub extern "C" fn cosid_runtime_close(rt: *mut cosid_runtime) -> cosid_status {
 /// After this call `rt` is invalid. Generator handles from `cosid_generator_get` stay valid and
 /// return `COSID_ERR_CLOSED`; free them too.
 ///
-/// Do not call it while another thread still uses `rt`. Calling it from inside this runtime's
-/// event callback is allowed, and the callback is not called again: for an event on the keeper's
-/// thread the shutdown finishes on a background thread after the callback returns; for the final
-/// `COSID_EVENT_SLOT_RELEASED` delivered inside `cosid_runtime_close`, the handle is freed when
-/// that close returns.
+/// Do not call it while another thread still uses `rt`. It may be called from inside this
+/// runtime's own event callback, on any thread (see `cosid_event_callback`). If the runtime was
+/// not closed, the callback is called once more, nested inside this call, with the final
+/// `COSID_EVENT_SLOT_RELEASED`; `rt` is already invalid there (pass it to no cosid function). The
+/// callback is never called after this returns.
 #[no_mangle]
 pub extern "C" fn cosid_runtime_free(rt: *mut cosid_runtime) {
     const F: &str = "cosid_runtime_free";
     guard_void(F, || {
-        if rt.is_null() {
-            return;
-        }
-        let Ok(h) = handle(F, "rt", rt.cast_const()) else {
-            // Not a live runtime: freeing it would corrupt memory. Leave it (the detail says why).
-            return;
-        };
-        if h.events.is_inside_callback() && CLOSING.with(|c| c.get()) == rt as usize {
-            // The final release event of a close on this thread: the close is still running on
-            // this handle, so it frees the handle when it returns.
-            h.events.disable();
-            h.free_after_close.store(true, Ordering::Release);
+        if rt.is_null() || handle(F, "rt", rt.cast_const()).is_err() {
+            // NULL, or not a live runtime: freeing it would corrupt memory. Leave it (the detail
+            // says why).
             return;
         }
         // SAFETY: `rt` is a live handle made by `Box::into_raw` in `cosid_runtime_new`; the
         // caller gives up its ownership with this call.
         let boxed = unsafe { Box::from_raw(rt) };
-        if boxed.events.is_inside_callback() {
-            // The keeper thread is inside our callback and holds the keeper's lock; shutting
-            // down here would wait for ourselves.
-            boxed.events.disable();
-            let _ = std::thread::Builder::new()
-                .name("cosid-free".into())
-                .spawn(move || drop(boxed));
-            return;
-        }
+        let events = boxed.events.clone();
+        // The handle's tag is cleared first, then the runtime drops: without a close before, that
+        // is the ordered shutdown, whose release event reaches the callback (which the header
+        // tells not to use `rt` there; a call that does is most likely refused by the tag).
         drop(boxed);
+        // Nothing reaches the callback after this returns, even from a keeper step that called
+        // it and is still running (this very free may run inside that callback).
+        events.clear();
     })
 }
 
@@ -298,6 +276,8 @@ pub extern "C" fn cosid_runtime_stats(
     guard(F, || {
         let h = handle(F, "rt", rt)?;
         check_ptr(F, "out", out.cast_const())?;
+        // The core's fields one for one (`the_c_stats_carry_exactly_the_core_fields` fails when
+        // the core's table and this struct part).
         let s = h.rt.stats();
         write_out(
             out,
@@ -311,8 +291,8 @@ pub extern "C" fn cosid_runtime_stats(
                 clock_skew_events: s.clock_skew_events,
                 slot: s.slot,
                 bound: s.bound,
-                floor_ms: s.floor,
-                ceiling_ms: s.ceiling,
+                floor_ms: s.floor_ms,
+                ceiling_ms: s.ceiling_ms,
             },
         );
         Ok(())
@@ -325,6 +305,22 @@ pub(crate) mod tests {
     use crate::status::last_error;
     use std::ffi::CString;
     use std::ptr;
+
+    /// The members of `struct NAME` in include/cosid.h, in order (cbindgen writes one member
+    /// per line: `type name;`).
+    pub(crate) fn header_members(name: &str) -> Vec<&'static str> {
+        let header = include_str!("../../include/cosid.h");
+        let body = header
+            .split(&format!("typedef struct {name} {{"))
+            .nth(1)
+            .and_then(|b| b.split('}').next())
+            .unwrap_or_else(|| panic!("include/cosid.h defines struct {name}"));
+        body.lines()
+            .map(str::trim)
+            .filter(|l| l.ends_with(';'))
+            .filter_map(|l| l.trim_end_matches(';').rsplit([' ', '*']).next())
+            .collect()
+    }
 
     /// A runtime on a private in-memory store.
     pub(crate) fn memory_runtime(name: &str) -> *mut cosid_runtime {
@@ -513,6 +509,52 @@ pub(crate) mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(sorted.len(), 80_000);
+        cosid_runtime_free(rt);
+    }
+
+    #[test]
+    fn the_c_stats_carry_exactly_the_core_fields() {
+        use cosid_core::lease::stats::STATS_FIELDS;
+        let names: Vec<_> = STATS_FIELDS.iter().map(|f| f.name).collect();
+        assert_eq!(
+            header_members("cosid_stats"),
+            names,
+            "include/cosid.h is stale"
+        );
+        // Each member holds the core's value of the same name.
+        let rt = memory_runtime("ffi-rt5");
+        let mut id = 0;
+        assert_eq!(cosid_next(rt, &mut id), cosid_status::COSID_OK);
+        let mut c = cosid_stats::default();
+        assert_eq!(cosid_runtime_stats(rt, &mut c), cosid_status::COSID_OK);
+        // SAFETY: a live handle.
+        let core = unsafe { &*rt }.rt.stats();
+        let c_fields = [
+            c.ids_issued as i128,
+            c.waits.into(),
+            c.renewals.into(),
+            c.renewal_failures.into(),
+            c.acquisitions.into(),
+            c.slots_lost.into(),
+            c.clock_skew_events.into(),
+            c.slot.into(),
+            i128::from(c.bound),
+            c.floor_ms.into(),
+            c.ceiling_ms.into(),
+        ];
+        use cosid_core::lease::stats::StatsValue;
+        let core_fields: Vec<i128> = core
+            .fields()
+            .iter()
+            .map(|(_, v)| match *v {
+                StatsValue::U32(v) => v.into(),
+                StatsValue::U64(v) => v.into(),
+                StatsValue::I64(v) => v.into(),
+                StatsValue::Bool(v) => v.into(),
+            })
+            .collect();
+        assert_eq!(c_fields.to_vec(), core_fields);
+        assert!(c.ids_issued == 1 && c.bound && c.floor_ms < c.ceiling_ms);
         cosid_runtime_free(rt);
     }
 

@@ -8,8 +8,12 @@
 #include "check.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #ifndef COSID_TEST_REDIS_FEATURE
 #define COSID_TEST_REDIS_FEATURE 0
@@ -540,8 +544,8 @@ static void test_events(void) {
   CHECK(count == 0);
   cosid_runtime_free(rt);
 
-  /* Freeing the runtime from its own callback, during close, is safe: close frees it when done
-   * (AddressSanitizer and valgrind would see a use after free). */
+  /* Freeing the runtime from its own callback, during close, is safe: the close finishes on its
+   * own (AddressSanitizer and valgrind would see a use after free). */
   rt = new_runtime("events3");
   OK(cosid_runtime_set_event_callback(rt, free_on_release, rt));
   OK(cosid_runtime_close(rt)); /* rt is gone after this */
@@ -553,6 +557,185 @@ static void test_events(void) {
   cosid_runtime_free(rt);
   CHECK(count == 0);
   pthread_mutex_destroy(&s.lock);
+}
+
+/* ---- Calling back into the runtime from its own callback (the contract of
+ * cosid_event_callback): any function, close and free included. ---- */
+
+/* What a callback saw and did; every member is written by the callback, on whichever thread it
+ * runs, and read by the test once `done` is set. The callback is re-entrant (a close or free it
+ * makes delivers the final release to it, nested), so it takes no lock. */
+struct reentry {
+  cosid_runtime *rt;
+  pthread_t test_thread;
+  int mode; /* what to do on the keeper's event: one of the REENTRY_ values */
+  char folder[512], away[512];
+  atomic_int handled, done, depth, nested_released, released, on_test_thread, after_replace;
+  atomic_int failed_line; /* the line of the first failed check inside the callback */
+  int64_t next_floor;
+};
+
+enum { REENTRY_USE, REENTRY_CLOSE, REENTRY_FREE, REENTRY_ON_RELEASE };
+
+/* A check inside a callback: remembered for the test thread, which fails with it. */
+#define CB_CHECK(c, cond)                                                                 \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
+      int zero_ = 0;                                                                      \
+      atomic_compare_exchange_strong(&(c)->failed_line, &zero_, __LINE__);               \
+      fprintf(stderr, "%s:%d: in the callback: %s (last error: %s)\n", __FILE__,         \
+              __LINE__, #cond, last_error());                                             \
+    }                                                                                     \
+  } while (0)
+
+static void after_replace(const cosid_event *e, void *user_data) {
+  struct reentry *c = user_data;
+  if (e->kind == COSID_EVENT_SLOT_RELEASED) atomic_fetch_add(&c->after_replace, 1);
+}
+
+/* Puts the state file's folder back, so the keeper's next write (and the release) succeeds. */
+static void restore_folder(struct reentry *c) {
+  CB_CHECK(c, unlink(c->folder) == 0);
+  CB_CHECK(c, rename(c->away, c->folder) == 0);
+}
+
+static void call_back(const cosid_event *e, void *user_data) {
+  struct reentry *c = user_data;
+  if (pthread_equal(pthread_self(), c->test_thread)) atomic_fetch_add(&c->on_test_thread, 1);
+  if (e->kind == COSID_EVENT_SLOT_RELEASED) {
+    atomic_fetch_add(&c->released, 1);
+    if (atomic_load(&c->depth) > 0) atomic_fetch_add(&c->nested_released, 1);
+    c->next_floor = e->next_floor_ms;
+  }
+  int mine = c->mode == REENTRY_ON_RELEASE ? e->kind == COSID_EVENT_SLOT_RELEASED
+                                           : e->kind == COSID_EVENT_RENEWAL_FAILED;
+  if (!mine || atomic_exchange(&c->handled, 1)) return;
+  atomic_fetch_add(&c->depth, 1);
+  cosid_runtime *rt = c->rt;
+  uint64_t id = 0, batch[16];
+  cosid_stats st;
+  cosid_generator *g = NULL;
+  switch (c->mode) {
+  case REENTRY_USE: /* on the keeper's thread, with the lease's window still open */
+    restore_folder(c);
+    CB_CHECK(c, cosid_next(rt, &id) == COSID_OK && id > 0);
+    CB_CHECK(c, cosid_next_batch(rt, batch, 16) == COSID_OK && batch[0] > id);
+    CB_CHECK(c, cosid_runtime_stats(rt, &st) == COSID_OK && st.bound && st.ids_issued >= 17);
+    CB_CHECK(c, st.renewal_failures >= 1);
+    CB_CHECK(c, cosid_generator_get(rt, "from-callback", &g) == COSID_OK);
+    CB_CHECK(c, g != NULL && cosid_generator_next(g, &id) == COSID_OK);
+    cosid_generator_free(g);
+    /* Replaces itself: the next event goes to the new callback. */
+    CB_CHECK(c, cosid_runtime_set_event_callback(rt, after_replace, c) == COSID_OK);
+    break;
+  case REENTRY_CLOSE: /* the keeper's thread closes its own runtime */
+    restore_folder(c);
+    CB_CHECK(c, cosid_runtime_close(rt) == COSID_OK);
+    CB_CHECK(c, atomic_load(&c->nested_released) == 1); /* delivered inside that close */
+    CB_CHECK(c, cosid_next(rt, &id) == COSID_ERR_CLOSED);
+    CB_CHECK(c, cosid_runtime_stats(rt, &st) == COSID_OK && !st.bound);
+    break;
+  case REENTRY_FREE: /* the keeper's thread frees its own runtime, without a close first */
+    restore_folder(c);
+    cosid_runtime_free(rt);
+    c->rt = NULL;
+    CB_CHECK(c, atomic_load(&c->nested_released) == 1); /* delivered inside that free */
+    break;
+  case REENTRY_ON_RELEASE: /* the closing thread's final event: everything still answers */
+    CB_CHECK(c, cosid_runtime_stats(rt, &st) == COSID_OK && !st.bound && st.ids_issued == 1);
+    CB_CHECK(c, cosid_next(rt, &id) == COSID_ERR_CLOSED);
+    CB_CHECK(c, cosid_runtime_close(rt) == COSID_ERR_CLOSED);
+    CB_CHECK(c, cosid_generator_get(rt, "late", &g) == COSID_ERR_CLOSED);
+    CB_CHECK(c, cosid_runtime_set_event_callback(rt, after_replace, c) == COSID_OK);
+    break;
+  }
+  atomic_fetch_sub(&c->depth, 1);
+  atomic_store(&c->done, 1);
+}
+
+/* A static slot whose state file lives in `folder`: its keeper rewrites the file every second. */
+static cosid_runtime *static_runtime(const char *folder) {
+  snprintf(config_buf, sizeof config_buf,
+           "cosid:\n"
+           "  machine:\n"
+           "    static:\n"
+           "      slot: 5\n"
+           "      state-file: %s/state\n"
+           "      ahead: 2s\n"
+           "      not-before: 2020-01-01T00:00:00Z\n",
+           folder);
+  cosid_runtime *rt = NULL;
+  OK(cosid_runtime_new(config_buf, &rt));
+  return rt;
+}
+
+/* Starts a static runtime with `call_back` set, then makes the keeper's next write of the state
+ * file fail (the folder becomes a file), so the keeper raises RENEWAL_FAILED on its own thread;
+ * waits until the callback has done its part. */
+static void run_on_keeper_thread(struct reentry *c, int mode, const char *name) {
+  memset(c, 0, sizeof *c);
+  c->mode = mode;
+  c->test_thread = pthread_self();
+  snprintf(c->folder, sizeof c->folder, "%s/%s", test_dir(), name);
+  snprintf(c->away, sizeof c->away, "%s/%s.away", test_dir(), name);
+  c->rt = static_runtime(c->folder);
+  uint64_t id;
+  OK(cosid_next(c->rt, &id));
+  OK(cosid_runtime_set_event_callback(c->rt, call_back, c));
+  CHECK(rename(c->folder, c->away) == 0);
+  FILE *f = fopen(c->folder, "w");
+  CHECK(f != NULL && fputs("not a folder\n", f) >= 0 && fclose(f) == 0);
+  for (int i = 0; i < 3000 && !atomic_load(&c->done); i++) {
+    nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+  }
+  CHECK(atomic_load(&c->done));
+  if (atomic_load(&c->failed_line)) FAIL("a check in the callback failed (line %d)", atomic_load(&c->failed_line));
+  CHECK(atomic_load(&c->on_test_thread) == 0); /* RENEWAL_FAILED came on the keeper's thread */
+}
+
+static void test_callbacks_call_back(void) {
+  struct reentry c;
+  uint64_t id;
+  cosid_stats st;
+
+  /* Any function, on the keeper's thread: ids, stats, generators, replacing the callback. */
+  run_on_keeper_thread(&c, REENTRY_USE, "reentry-use");
+  OK(cosid_next(c.rt, &id)); /* the runtime goes on */
+  OK(cosid_runtime_close(c.rt));
+  CHECK(atomic_load(&c.after_replace) == 1 && atomic_load(&c.released) == 0);
+  cosid_runtime_free(c.rt);
+
+  /* Close from the keeper's thread: the release reaches the callback nested, inside the close. */
+  run_on_keeper_thread(&c, REENTRY_CLOSE, "reentry-close");
+  CHECK(atomic_load(&c.released) == 1 && atomic_load(&c.nested_released) == 1);
+  EXPECT(COSID_ERR_CLOSED, cosid_runtime_close(c.rt));
+  OK(cosid_runtime_stats(c.rt, &st));
+  CHECK(!st.bound && st.ids_issued == 1);
+  cosid_runtime_free(c.rt);
+  CHECK(atomic_load(&c.released) == 1); /* nothing more after the free */
+
+  /* Free from the keeper's thread: the ordered shutdown runs inside that free, and the slot and
+   * its state file are free again at once (a new runtime can lock the file). */
+  run_on_keeper_thread(&c, REENTRY_FREE, "reentry-free");
+  CHECK(c.rt == NULL && atomic_load(&c.released) == 1 && atomic_load(&c.nested_released) == 1);
+  cosid_runtime *again = static_runtime(c.folder);
+  OK(cosid_runtime_stats(again, &st));
+  CHECK(st.bound && st.slot == 5 && st.floor_ms >= c.next_floor);
+  cosid_runtime_free(again);
+  CHECK(atomic_load(&c.released) == 1); /* the freed runtime's callback heard nothing more */
+
+  /* On the closing thread, inside the final release: everything still answers. */
+  memset(&c, 0, sizeof c);
+  c.mode = REENTRY_ON_RELEASE;
+  c.test_thread = pthread_self();
+  c.rt = new_runtime("reentry-release");
+  OK(cosid_next(c.rt, &id));
+  OK(cosid_runtime_set_event_callback(c.rt, call_back, &c));
+  OK(cosid_runtime_close(c.rt));
+  CHECK(atomic_load(&c.done) && atomic_load(&c.on_test_thread) == 1);
+  if (atomic_load(&c.failed_line)) FAIL("a check in the callback failed (line %d)", atomic_load(&c.failed_line));
+  cosid_runtime_free(c.rt);
+  CHECK(atomic_load(&c.after_replace) == 0); /* freed after close: no second release */
 }
 
 static void test_closed_runtime(void) {
@@ -603,6 +786,7 @@ int main(void) {
   test_base62();
   test_event_vocabulary();
   test_events();
+  test_callbacks_call_back();
   test_closed_runtime();
   printf("test_api: ok\n");
   return 0;

@@ -1,4 +1,4 @@
-//! Events the keeper raises, and the counters a user can read.
+//! Events the keeper raises, and the counters behind [`Stats`] (`super::stats`).
 //!
 //! # The vocabulary of events
 //!
@@ -38,13 +38,14 @@
 //! surface fixed at compile time (the C enum) shows a kind it has no value for as `other`, with
 //! its `message`, and a test of that surface fails until it has one.
 
+use super::stats::Stats;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// Something the keeper noticed. Listeners are called on the keeper's thread (or on the thread
-/// that builds or closes the runtime), so they must be quick and must not call back into the
-/// runtime's `close`.
+/// that builds or closes the runtime) with no lock of the keeper held: they must be quick, and
+/// may call any method of the runtime, `close` included.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Event {
@@ -452,33 +453,6 @@ impl EventBus {
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l(&event)));
         }
     }
-}
-
-/// Counters of one runtime, read with [`crate::Runtime::stats`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Ids issued by all generators (exact after close).
-    pub ids_issued: u64,
-    /// Calls that had to wait (next tick, floor, ceiling).
-    pub waits: u64,
-    /// Successful renewals.
-    pub renewals: u64,
-    /// Failed renewals (store errors).
-    pub renewal_failures: u64,
-    /// Slots acquired (1 at start, +1 per rebinding).
-    pub acquisitions: u64,
-    /// Leases lost.
-    pub slots_lost: u64,
-    /// Clock-skew events raised.
-    pub clock_skew_events: u64,
-    /// The bound slot (meaningful while `bound`).
-    pub slot: u32,
-    /// Whether a slot is bound now.
-    pub bound: bool,
-    /// The current window's floor, ms.
-    pub floor: i64,
-    /// The current window's ceiling, ms.
-    pub ceiling: i64,
 }
 
 #[derive(Debug, Default)]

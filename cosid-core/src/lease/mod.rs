@@ -7,11 +7,13 @@ pub mod invariants;
 pub mod keeper;
 pub mod record;
 pub mod rules;
+pub mod stats;
 
 pub use client::{AcquireRequest, Acquisition, Choice, LeaseClient, Migration, Renewal};
-pub use events::{Event, EventListener, Stats};
+pub use events::{Event, EventListener};
 pub use keeper::{KeeperConfig, LeaseKeeper};
 pub use record::{IdLayout, NamespaceRecord, Owner, SlotLease, SlotRecord, Snapshot, Versioned};
 #[cfg(feature = "mutation-switches")]
 pub use rules::mutation;
 pub use rules::{Refusal, Terms};
+pub use stats::Stats;
