@@ -73,7 +73,7 @@ export declare class Runtime {
    * call makes a new one (for the same generator).
    */
   generator(name: string): Generator
-  /** The runtime's counters. */
+  /** The runtime's counters and current window. */
   stats(): Stats
   /** The bit layout of the ids. */
   get layout(): IdLayout
@@ -161,7 +161,11 @@ export interface RuntimeEvent {
   key?: string
 }
 
-/** The counters of a runtime (`rt.stats()`). */
+/**
+ * The counters and current window of a runtime (`rt.stats()`): cosid's stats fields in
+ * camelCase, the same words as the C API's `cosid_stats` members and Python's `Stats`
+ * attributes (`ids_issued` is `idsIssued`, `floor_ms` is `floorMs`).
+ */
 export interface Stats {
   /** Ids issued by all generators (exact after close). */
   idsIssued: number
@@ -169,22 +173,22 @@ export interface Stats {
   waits: number
   /** Successful renewals. */
   renewals: number
-  /** Failed renewals. */
+  /** Failed renewals (store errors). */
   renewalFailures: number
-  /** Slots acquired. */
+  /** Slots acquired (1 at start, +1 per rebinding). */
   acquisitions: number
   /** Leases lost. */
   slotsLost: number
-  /** Clock skew warnings. */
+  /** Clock-skew events raised. */
   clockSkewEvents: number
-  /** The bound slot. */
+  /** The bound slot (meaningful while `bound`). */
   slot: number
-  /** Whether ids can be issued now. */
+  /** Whether a slot is bound now. */
   bound: boolean
-  /** The window's excluded lower bound, ms since the Unix epoch. */
-  floor: number
-  /** The window's included upper bound, ms since the Unix epoch. */
-  ceiling: number
+  /** The current window's lower bound (excluded), ms since the Unix epoch. */
+  floorMs: number
+  /** The current window's upper bound (included), ms since the Unix epoch. */
+  ceilingMs: number
 }
 
 /** The fixed-width base-62 text of an id: 11 characters of `0-9A-Za-z`, ordered like the ids. */

@@ -157,9 +157,29 @@ test('stats() counts issued ids and describes the bound window', async () => {
   assert.equal(s.idsIssued, 101)
   assert.equal(s.acquisitions, 1)
   assert.equal(s.bound, true)
-  assert.ok(s.ceiling > s.floor)
+  assert.ok(s.ceilingMs > s.floorMs)
   await rt.close()
   assert.equal(rt.stats().bound, false)
+})
+
+// The stats fields as the README documents them: the core's names (the C struct's members and
+// Python's Stats attributes) in camelCase, in the core's order.
+const DOCUMENTED_STATS_FIELDS = ['idsIssued', 'waits', 'renewals', 'renewalFailures', 'acquisitions',
+  'slotsLost', 'clockSkewEvents', 'slot', 'bound', 'floorMs', 'ceilingMs']
+
+test('stats() carries exactly the core fields in camelCase, as received and as index.d.ts declares them', async () => {
+  const rt = await Runtime.create(memoryConfig())
+  rt.next()
+  const s = rt.stats()
+  assert.deepEqual(Object.keys(s), DOCUMENTED_STATS_FIELDS)
+  for (const key of DOCUMENTED_STATS_FIELDS) {
+    assert.equal(typeof s[key], key === 'bound' ? 'boolean' : 'number', key)
+  }
+  assert.equal(s.idsIssued, 1)
+  await rt.close()
+  const dts = readFileSync(join(packageDir, 'index.d.ts'), 'utf8')
+  const body = dts.split('export interface Stats {')[1].split('\n}')[0]
+  assert.deepEqual([...body.matchAll(/^ {2}(\w+)\??:/gm)].map((m) => m[1]), DOCUMENTED_STATS_FIELDS)
 })
 
 test('on(): listeners receive keeper events; slot_released arrives when close() releases the slot', async () => {

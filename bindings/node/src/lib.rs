@@ -77,8 +77,14 @@ pub struct IdInfo {
     pub sequence: u32,
 }
 
-/// The counters of a runtime (`rt.stats()`).
-#[napi(object, object_from_js = false)]
+// This declaration gives `index.d.ts` its type (napi-rs writes each field in camelCase); the
+// object itself is built from the core's `Stats::fields` ([`stats_object`]), so its keys cannot
+// differ from the core's table (`cosid_core::lease::stats::STATS_FIELDS`).
+/// The counters and current window of a runtime (`rt.stats()`): cosid's stats fields in
+/// camelCase, the same words as the C API's `cosid_stats` members and Python's `Stats`
+/// attributes (`ids_issued` is `idsIssued`, `floor_ms` is `floorMs`).
+#[napi(object, object_from_js = false, object_to_js = false)]
+#[allow(dead_code)]
 pub struct Stats {
     /// Ids issued by all generators (exact after close).
     pub ids_issued: f64,
@@ -86,22 +92,56 @@ pub struct Stats {
     pub waits: f64,
     /// Successful renewals.
     pub renewals: f64,
-    /// Failed renewals.
+    /// Failed renewals (store errors).
     pub renewal_failures: f64,
-    /// Slots acquired.
+    /// Slots acquired (1 at start, +1 per rebinding).
     pub acquisitions: f64,
     /// Leases lost.
     pub slots_lost: f64,
-    /// Clock skew warnings.
+    /// Clock-skew events raised.
     pub clock_skew_events: f64,
-    /// The bound slot.
+    /// The bound slot (meaningful while `bound`).
     pub slot: u32,
-    /// Whether ids can be issued now.
+    /// Whether a slot is bound now.
     pub bound: bool,
-    /// The window's excluded lower bound, ms since the Unix epoch.
-    pub floor: f64,
-    /// The window's included upper bound, ms since the Unix epoch.
-    pub ceiling: f64,
+    /// The current window's lower bound (excluded), ms since the Unix epoch.
+    pub floor_ms: f64,
+    /// The current window's upper bound (included), ms since the Unix epoch.
+    pub ceiling_ms: f64,
+}
+
+/// A core stats field's name in camelCase: `ids_issued` → `idsIssued`, `floor_ms` → `floorMs`.
+fn camel_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        match c {
+            '_' => upper = true,
+            c if upper => {
+                out.extend(c.to_uppercase());
+                upper = false;
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `rt.stats()` as a JavaScript object: each of the core's fields under its camelCase name
+/// (numbers as `number`: counts and milliseconds since the epoch are far below 2^53).
+fn stats_object(env: sys::napi_env, stats: &cosid_core::Stats) -> Res<sys::napi_value> {
+    use cosid_core::lease::stats::StatsValue;
+    let obj = raw::object(env)?;
+    for (name, value) in stats.fields() {
+        let v = match value {
+            StatsValue::U32(n) => raw::number(env, n.into())?,
+            StatsValue::U64(n) => raw::number(env, n as f64)?,
+            StatsValue::I64(n) => raw::number(env, n as f64)?,
+            StatsValue::Bool(b) => raw::boolean(env, b)?,
+        };
+        raw::set_named(env, obj, &camel_case(name), v)?;
+    }
+    Ok(obj)
 }
 
 /// The bit layout of a runtime's ids (`rt.layout`).
@@ -250,23 +290,12 @@ impl Runtime {
         throwing(env, r.map(Raw))
     }
 
-    /// The runtime's counters.
-    #[napi]
-    pub fn stats(&self) -> Stats {
-        let s = self.core().stats();
-        Stats {
-            ids_issued: s.ids_issued as f64,
-            waits: s.waits as f64,
-            renewals: s.renewals as f64,
-            renewal_failures: s.renewal_failures as f64,
-            acquisitions: s.acquisitions as f64,
-            slots_lost: s.slots_lost as f64,
-            clock_skew_events: s.clock_skew_events as f64,
-            slot: s.slot,
-            bound: s.bound,
-            floor: s.floor as f64,
-            ceiling: s.ceiling as f64,
-        }
+    /// The runtime's counters and current window.
+    #[napi(ts_return_type = "Stats")]
+    pub fn stats(&self, env: Env) -> napi::Result<Raw> {
+        let env = env.raw();
+        let r = stats_object(env, &self.core().stats());
+        throwing(env, r.map(Raw))
     }
 
     /// The bit layout of the ids.
@@ -406,4 +435,31 @@ pub fn init(env: Env, exports: Object) -> napi::Result<()> {
         .map_err(|f| napi::Error::new(napi::Status::GenericFailure, format!("{f:?}")))?;
     let _ = (env, exports);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::camel_case;
+    use cosid_core::lease::stats::STATS_FIELDS;
+
+    #[test]
+    fn stats_keys_are_the_camel_case_of_the_core_names() {
+        let keys: Vec<_> = STATS_FIELDS.iter().map(|f| camel_case(f.name)).collect();
+        assert_eq!(
+            keys,
+            [
+                "idsIssued",
+                "waits",
+                "renewals",
+                "renewalFailures",
+                "acquisitions",
+                "slotsLost",
+                "clockSkewEvents",
+                "slot",
+                "bound",
+                "floorMs",
+                "ceilingMs"
+            ]
+        );
+    }
 }

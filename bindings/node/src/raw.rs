@@ -64,6 +64,16 @@ pub(crate) fn number(env: sys::napi_env, n: f64) -> Res<sys::napi_value> {
     Ok(v)
 }
 
+pub(crate) fn boolean(env: sys::napi_env, b: bool) -> Res<sys::napi_value> {
+    let mut v = ptr::null_mut();
+    check!(
+        env,
+        sys::napi_get_boolean(env, b, &mut v),
+        "napi_get_boolean"
+    )?;
+    Ok(v)
+}
+
 /// A string of ASCII bytes (cheaper than UTF-8 validation on the engine side).
 #[inline]
 pub(crate) fn ascii(env: sys::napi_env, s: &[u8]) -> Res<sys::napi_value> {
