@@ -232,11 +232,8 @@ impl PostgresStore {
             .max(config.get_hostaddrs().len())
             .max(1);
         config.target_session_attrs(session_attrs(session.as_deref(), hosts, &name)?);
-        config.connect_timeout(connect_share(
-            timeout,
-            hosts,
-            config.get_connect_timeout().copied(),
-        ));
+        let given_connect_timeout = config.get_connect_timeout().copied();
+        config.connect_timeout(connect_share(timeout, hosts, given_connect_timeout));
         if config.get_application_name().is_none() {
             config.application_name("cosid");
         }
@@ -259,7 +256,10 @@ impl PostgresStore {
         let io = IoRuntime::new(name, secrets, timeout)?;
         Ok(Arc::new(PostgresStore {
             io,
-            hosts: per_host(&config),
+            hosts: per_host(
+                &config,
+                given_connect_timeout.map_or(timeout, |g| g.min(timeout)),
+            ),
             config,
             tls,
             conn: SharedConnection::new(),
@@ -274,9 +274,8 @@ impl PostgresStore {
             || {
                 let hosts = self.hosts.clone();
                 let tls = self.tls.clone();
-                let share = self.config.get_connect_timeout().copied();
                 self.io
-                    .run(async move { connect_any(hosts, tls, share).await })
+                    .run(async move { connect_any(hosts, tls).await })
                     .map(Arc::new)
                     .map_err(|f| match f {
                         Failure::Failed(failures) => self.connect_error(&failures),
@@ -296,10 +295,6 @@ impl PostgresStore {
         let one = |e: &ConnectError| match e {
             ConnectError::Pg(e) => connect_message(e, &self.config),
             ConnectError::Schema(e) => e.clone(),
-            ConnectError::HostTimedOut(d) => format!(
-                "no answer within {} ms, its share of the timeout",
-                d.as_millis()
-            ),
         };
         let detail = match failures {
             [(_, e)] => one(e),
@@ -416,8 +411,6 @@ impl PostgresStore {
 enum ConnectError {
     Pg(tokio_postgres::Error),
     Schema(String),
-    /// The host did not finish connecting within its share of the timeout.
-    HostTimedOut(Duration),
 }
 
 impl From<tokio_postgres::Error> for ConnectError {
@@ -426,40 +419,48 @@ impl From<tokio_postgres::Error> for ConnectError {
     }
 }
 
-/// Connects to the first host of `hosts` that takes a connection, each bounded by `share` as
-/// a whole (TCP, TLS, authentication, the read-write check, the schema check); the reasons of
-/// every host that did not, by its place in the URL.
+/// Connects to every host of `hosts` at once and keeps the first connection that succeeds
+/// (TCP, TLS, authentication, the read-write check, the schema check); the others are dropped.
+/// So no host waits for another: a first host that is down, or stopped while the kernel still
+/// accepts its connections, costs the next nothing, and a primary slow to answer (a loaded
+/// server forking a backend) is not cut short by a share of the timeout. When none succeeds,
+/// the reason of each, by its place in the URL.
 async fn connect_any(
     hosts: Vec<tokio_postgres::Config>,
     tls: Tls,
-    share: Option<Duration>,
 ) -> Result<Conn, Vec<(usize, ConnectError)>> {
-    let mut failures = Vec::new();
+    let mut attempts = tokio::task::JoinSet::new();
     for (i, config) in hosts.into_iter().enumerate() {
-        let attempt = connect(config, tls.clone());
-        let outcome = match share {
-            Some(share) => tokio::time::timeout(share, attempt)
-                .await
-                .unwrap_or(Err(ConnectError::HostTimedOut(share))),
-            None => attempt.await,
-        };
-        match outcome {
-            Ok(conn) => return Ok(conn),
-            // A schema newer than this build is no reason to try another host.
-            Err(e @ ConnectError::Schema(_)) => return Err(vec![(i, e)]),
-            Err(e) => failures.push((i, e)),
+        let tls = tls.clone();
+        attempts.spawn(async move { (i, connect(config, tls).await) });
+    }
+    let mut failures = Vec::new();
+    while let Some(joined) = attempts.join_next().await {
+        match joined {
+            // Dropping `attempts` on return cancels the others (and their connections).
+            Ok((_, Ok(conn))) => return Ok(conn),
+            // A schema newer than this build: no other host is the answer.
+            Ok((i, Err(e @ ConnectError::Schema(_)))) => return Err(vec![(i, e)]),
+            Ok((i, Err(e))) => failures.push((i, e)),
+            // An attempt that panicked: the others still count.
+            Err(_) => {}
         }
     }
+    failures.sort_by_key(|(i, _)| *i);
     Err(failures)
 }
 
-/// `config` as one configuration per host, each with every other setting of the URL, so that
-/// each host can be bounded as a whole: tokio-postgres's own `connect_timeout` bounds only the
-/// TCP handshake, and a server that completes it and then never answers (stopped with SIGSTOP,
-/// wedged; the kernel still accepts its connections) would otherwise take the whole operation
-/// timeout every time and keep the store from the next host, the promoted standby. One host, or
-/// hosts given as `hostaddr`s, stay one configuration.
-fn per_host(config: &tokio_postgres::Config) -> Vec<tokio_postgres::Config> {
+/// `config` as one configuration per host, each with every other setting of the URL and
+/// `connect_timeout` on its TCP handshake, so that the hosts can be tried at once
+/// ([`connect_any`]). tokio-postgres tries a URL's hosts one after the other and bounds only
+/// each TCP handshake: a server that completes it and then never answers (stopped with SIGSTOP,
+/// wedged; the kernel still accepts its connections) would take the whole operation timeout
+/// every time and keep the store from the next host, the promoted standby. One host, or hosts
+/// given as `hostaddr`s, stay one configuration.
+fn per_host(
+    config: &tokio_postgres::Config,
+    connect_timeout: Duration,
+) -> Vec<tokio_postgres::Config> {
     use tokio_postgres::config::Host;
     let hosts = config.get_hosts();
     if hosts.len() < 2 || !config.get_hostaddrs().is_empty() {
@@ -498,9 +499,7 @@ fn per_host(config: &tokio_postgres::Config) -> Vec<tokio_postgres::Config> {
             if let Some(name) = config.get_application_name() {
                 c.application_name(name);
             }
-            if let Some(t) = config.get_connect_timeout() {
-                c.connect_timeout(*t);
-            }
+            c.connect_timeout(connect_timeout);
             if let Some(t) = config.get_tcp_user_timeout() {
                 c.tcp_user_timeout(*t);
             }
@@ -630,9 +629,10 @@ fn session_attrs(given: Option<&str>, hosts: usize, name: &str) -> Result<Target
     }
 }
 
-/// The bound on one host's TCP connect: the operation timeout shared among the hosts (so a
-/// first host that does not answer leaves time for the next), or the URL's `connect_timeout`
-/// when that is shorter.
+/// The bound on one host's TCP connect when tokio-postgres tries the hosts one after the other
+/// (hosts given as `hostaddr`s): the operation timeout shared among the hosts (so a first host
+/// that does not answer leaves time for the next), or the URL's `connect_timeout` when that is
+/// shorter.
 fn connect_share(timeout: Duration, hosts: usize, given: Option<Duration>) -> Duration {
     let share = timeout / u32::try_from(hosts.max(1)).unwrap_or(u32::MAX);
     given.map_or(share, |g| g.min(share))
@@ -1164,7 +1164,8 @@ mod tests {
                 host.get_target_session_attrs(),
                 TargetSessionAttrs::ReadWrite
             );
-            assert_eq!(host.get_connect_timeout(), Some(&(DEFAULT_TIMEOUT / 2)));
+            // Tried at once: each gets the whole timeout for its handshake.
+            assert_eq!(host.get_connect_timeout(), Some(&DEFAULT_TIMEOUT));
         }
         let shown = format!("{store:?} {}", store.describe());
         assert!(!shown.contains("hunter2"), "{shown}");
