@@ -170,9 +170,11 @@ const CREDENTIAL_SHAPES: [&str; 20] = [
     "{s}://db.example/?cacert=/x&password={p}",
 ];
 
-const CREDENTIAL_SCHEMES: [&str; 11] = [
+const CREDENTIAL_SCHEMES: [&str; 13] = [
     "redis",
     "rediss",
+    "redis+sentinel",
+    "rediss+sentinel",
     "postgres",
     "postgresql",
     "etcd",
@@ -283,9 +285,11 @@ pub fn credential_hidden(sel: u8, password: &str) {
 }
 
 /// The schemes [`store_url`] puts in front of its input (the first byte chooses).
-const STORE_SCHEMES: [&str; 9] = [
+const STORE_SCHEMES: [&str; 11] = [
     "redis://",
     "rediss://",
+    "redis+sentinel://",
+    "rediss+sentinel://",
     "postgres://",
     "postgresql://",
     "etcd://",

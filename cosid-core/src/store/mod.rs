@@ -100,7 +100,8 @@ pub trait SlotStore: Send + Sync + fmt::Debug {
 pub type SharedStore = Arc<dyn SlotStore>;
 
 /// Opens the store a URL names: `memory:`, `memory:NAME`, `sqlite://PATH`, and, when built with
-/// their features, `redis://`, `rediss://`, `postgres://`, `postgresql://`, `etcd://`.
+/// their features, `redis://`, `rediss://`, `redis+sentinel://`, `rediss+sentinel://`,
+/// `postgres://`, `postgresql://`, `etcd://`, `etcds://`.
 pub fn open(url: &str) -> Result<SharedStore> {
     let parsed = StoreUrl::parse(url)?;
     open_parsed(&parsed)
