@@ -9,6 +9,10 @@
 //! them as the local reference.
 //!
 //! `cargo bench -p cosid-core --features redis,postgres,etcd --bench stores`
+//! (`COSID_BENCH_STORES=postgres,postgres-sync-standby` for some of the stores only). Besides
+//! the single servers: Redis through Sentinel with `replicas=1` (a primary, two replicas, three
+//! sentinels) and PostgreSQL with a synchronous standby, as docs/stores.md sets them up for a
+//! failover.
 
 use cosid_core::lease::{
     AcquireRequest, LeaseClient, NamespaceRecord, Owner, Renewal, SlotLease, SlotRecord, Terms,
@@ -16,6 +20,8 @@ use cosid_core::lease::{
 };
 use cosid_core::store::{self, NamespaceSnapshot, SharedStore, SlotStore};
 use cosid_core::Result;
+use cosid_testkit::pg_standby::PgPair;
+use cosid_testkit::redis_ha::RedisHa;
 use cosid_testkit::Server;
 use criterion::{BenchmarkId, Criterion};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -85,6 +91,10 @@ struct Target {
     floor: Option<Box<dyn Fn()>>,
     /// Keeps the server running.
     _server: Option<Server>,
+    /// Keeps a replicated PostgreSQL pair running.
+    _pair: Option<PgPair>,
+    /// Keeps a replicated Redis group running.
+    _ha: Option<RedisHa>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -100,6 +110,8 @@ impl Target {
             }),
             floor: None,
             _server: server,
+            _pair: None,
+            _ha: None,
             _dir: None,
         }
     }
@@ -132,32 +144,76 @@ fn renewed(c: &LeaseClient, lease: &SlotLease) -> SlotLease {
     }
 }
 
+/// The stores measured: all of them, or those `COSID_BENCH_STORES` names (comma-separated
+/// names of the table's first column, e.g. `postgres,postgres-sync-standby`).
 fn targets() -> Vec<Target> {
+    let wanted = std::env::var("COSID_BENCH_STORES").ok();
+    let want = |name: &str| {
+        wanted
+            .as_deref()
+            .is_none_or(|w| w.split(',').any(|n| n.trim() == name))
+    };
     let mut out = Vec::new();
-    out.push(Target::new("memory", "memory:bench".into(), None));
-    let dir = tempfile::tempdir().unwrap();
-    let mut sqlite = Target::new(
-        "sqlite",
-        format!("sqlite://{}", dir.path().join("slots.db").display()),
-        None,
+    if want("memory") {
+        out.push(Target::new("memory", "memory:bench".into(), None));
+    }
+    if want("sqlite") {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sqlite = Target::new(
+            "sqlite",
+            format!("sqlite://{}", dir.path().join("slots.db").display()),
+            None,
+        );
+        sqlite._dir = Some(dir);
+        out.push(sqlite);
+    }
+    if want("redis") {
+        let redis = Server::redis();
+        let mut t = Target::new("redis", redis.url(), Some(redis));
+        t.floor = Some(redis_ping(&t.url));
+        out.push(t);
+    }
+    if want("redis-sentinel-replicas-1") {
+        // Two replicas, three sentinels; every compare-and-set waits for one replica's
+        // acknowledgement (`WAIT 1`) in the same round trip. A long down-after keeps a loaded
+        // machine from failing the primary over during the run.
+        let ha = RedisHa::start_with(2, Duration::from_secs(60));
+        let mut t = Target::new(
+            "redis-sentinel-replicas-1",
+            ha.sentinel_url("?replicas=1"),
+            None,
+        );
+        let primary = ha.primary_port().expect("the sentinels name a primary");
+        t.floor = Some(redis_ping(&ha.node_url(primary)));
+        t._ha = Some(ha);
+        out.push(t);
+    }
+    if want("postgres") {
+        let pg = Server::postgres();
+        let mut t = Target::new("postgres", pg.url(), Some(pg));
+        t.floor = Some(postgres_select_1(&t.url));
+        out.push(t);
+    }
+    if want("postgres-sync-standby") {
+        // Every commit waits for the standby to flush it (synchronous_commit = on with a
+        // synchronous standby named): what docs/stores.md asks of a failover setup.
+        let pair = PgPair::start();
+        let mut t = Target::new("postgres-sync-standby", pair.url(""), None);
+        t.floor = Some(postgres_select_1(&pair.primary().url()));
+        t._pair = Some(pair);
+        out.push(t);
+    }
+    if want("etcd") {
+        let etcd = Server::etcd();
+        let mut t = Target::new("etcd", etcd.url(), Some(etcd));
+        t.floor = Some(etcd_get(etcd_port(&t.url)));
+        out.push(t);
+    }
+    assert!(
+        !out.is_empty(),
+        "COSID_BENCH_STORES={wanted:?} names no store of memory, sqlite, redis, \
+         redis-sentinel-replicas-1, postgres, postgres-sync-standby, etcd"
     );
-    sqlite._dir = Some(dir);
-    out.push(sqlite);
-
-    let redis = Server::redis();
-    let mut t = Target::new("redis", redis.url(), Some(redis));
-    t.floor = Some(redis_ping(&t.url));
-    out.push(t);
-
-    let pg = Server::postgres();
-    let mut t = Target::new("postgres", pg.url(), Some(pg));
-    t.floor = Some(postgres_select_1(&t.url));
-    out.push(t);
-
-    let etcd = Server::etcd();
-    let mut t = Target::new("etcd", etcd.url(), Some(etcd));
-    t.floor = Some(etcd_get(etcd_port(&t.url)));
-    out.push(t);
     out
 }
 
