@@ -837,15 +837,16 @@ mod tests {
     }
 
     #[test]
-    fn a_generator_s_name_and_debug_output_say_what_it_is() {
+    fn a_generator_s_name_wait_and_debug_output_say_what_it_is() {
         let g = Generator::new(
             "orders",
             Layout::MILLIS,
             Arc::new(Window::bound(5, T0 - 10, T0 + 10)),
             ManualClock::shared(T0),
-            Duration::ZERO,
+            Duration::from_millis(250),
         );
         assert_eq!(g.name(), "orders");
+        assert_eq!(g.max_wait(), Duration::from_millis(250));
         // Without a runtime behind it, nothing gives it a slot after a fork: its output says so.
         let shown = format!("{g:?}");
         assert!(shown.contains("name: \"orders\""), "{shown}");
