@@ -259,13 +259,19 @@ class Sqlite(Server):
 
 
 class Redis(Server):
+    """One redis-server; alone (the default) or a node of a `RedisSentinel` group (`name`)."""
+
     kind = "redis"
 
-    def __init__(self, root: Path, password: str, clock_file: Path | None = None, tls: dict | None = None):
+    def __init__(self, root: Path, password: str, clock_file: Path | None = None, tls: dict | None = None,
+                 name: str | None = None):
         super().__init__(root, password, clock_file)
-        self.data = root / "redis-data"
+        self.data = root / "redis-data" / name if name else root / "redis-data"
+        if name:
+            self.log = root / f"redis-{name}.log"
         self.data.mkdir(parents=True, exist_ok=True)
         self.tls = tls  # {"cert":…, "key":…, "ca":…}
+        self.extra: list[str] = []  # more `--name value` settings
 
     def clock_env(self, clock_file: Path) -> dict[str, str]:
         # libfaketime cannot run redis-server (its jemalloc recurses into clock_gettime while
@@ -297,7 +303,7 @@ class Redis(Server):
             ]
         else:
             cmd += ["--port", str(self.port)]
-        return cmd
+        return cmd + self.extra
 
     def wipe(self) -> None:
         shutil.rmtree(self.data, ignore_errors=True)
@@ -753,3 +759,232 @@ class PostgresPair(Server):
         pw = self.password if password is None else password
         hosts = ",".join(f"127.0.0.1:{px.port}" for px in self.proxies.values())
         return f"postgres://cosid:{pw}@{hosts}/cosid?sslmode=disable&target_session_attrs=read-write"
+
+
+class RespError(Exception):
+    """An error reply from a Redis server or sentinel."""
+
+
+def resp(port: int, *args: str, password: str | None = None, timeout: float = 1.0):
+    """Sends one command (after `AUTH password` when given) to 127.0.0.1:`port` and returns the
+    reply decoded (str, int, list or None); None too when the server does not answer within
+    `timeout`. An error reply raises `RespError`."""
+    cmds = ([("AUTH", password)] if password else []) + [args]
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(b"".join(_resp_encode(c) for c in cmds))
+            f = s.makefile("rb")
+            reply = None
+            for _ in cmds:
+                reply = _resp_read(f)
+            return reply
+    except OSError:
+        return None
+
+
+def _resp_encode(args) -> bytes:
+    out = [f"*{len(args)}\r\n".encode()]
+    for a in args:
+        b = str(a).encode()
+        out.append(f"${len(b)}\r\n".encode() + b + b"\r\n")
+    return b"".join(out)
+
+
+def _resp_read(f):
+    line = f.readline()
+    if not line.endswith(b"\r\n"):
+        raise OSError("connection closed mid-reply")
+    kind, body = line[:1], line[1:-2].decode(errors="replace")
+    if kind == b"+":
+        return body
+    if kind == b"-":
+        raise RespError(body)
+    if kind == b":":
+        return int(body)
+    if kind == b"$":
+        n = int(body)
+        return None if n < 0 else f.read(n + 2)[:-2].decode(errors="replace")
+    if kind == b"*":
+        n = int(body)
+        return None if n < 0 else [_resp_read(f) for _ in range(n)]
+    raise OSError(f"not a RESP reply: {line[:40]!r}")
+
+
+class Sentinel(Server):
+    """One Redis Sentinel (`redis-server sentinel.conf --sentinel`). Its configuration holds the
+    master's password (`auth-pass`), so it lives in a data directory the password grep skips;
+    the sentinel itself asks for no password (loopback only)."""
+
+    kind = "sentinel"
+
+    def __init__(self, root: Path, password: str, n: int, master: str, primary_port: int,
+                 down_after_ms: int, failover_timeout_ms: int):
+        super().__init__(root, password, None)
+        self.log = root / f"sentinel-{n}.log"
+        self.dir = root / "redis-data" / f"sentinel-{n}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.conf = self.dir / "sentinel.conf"
+        self.conf.write_text(
+            f"port {self.port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir {self.dir}\n"
+            f"sentinel monitor {master} 127.0.0.1 {primary_port} 2\n"
+            f"sentinel auth-pass {master} {password}\n"
+            f"sentinel down-after-milliseconds {master} {down_after_ms}\n"
+            f"sentinel failover-timeout {master} {failover_timeout_ms}\n"
+            f"sentinel parallel-syncs {master} 1\n")
+
+    def command(self) -> list[str]:
+        return ["redis-server", str(self.conf), "--sentinel"]
+
+    def ready(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                return False
+            if resp(self.port, "PING") == "PONG":
+                return True
+            time.sleep(0.05)
+        return False
+
+    def wipe(self) -> None:
+        raise RuntimeError("a sentinel is not wiped: start a new group")
+
+
+class RedisSentinel(Server):
+    """A Redis primary, `replicas` replicas (`replicaof` it, same password as `masterauth`) and
+    three sentinels monitoring it as `MASTER` with a quorum of 2, `down-after-milliseconds` 500
+    and a short `failover-timeout`, all on 127.0.0.1. Clients get one `redis+sentinel://` URL
+    naming the three sentinels, from the next one at each call, with `?replicas=N`
+    (`wait_replicas`; 0: no `WAIT`).
+
+    `lagging=True` sets up the case `WAIT` is there for: the first replica, with the best
+    `replica-priority` (the one Sentinel promotes), follows the primary through a proxy
+    (tests/chaos/proxy.py) that `lag()` black-holes, so from then on it receives none of the
+    writes the primary acknowledges. (Sentinel would point a replica that follows another
+    address back at the primary after `failover-timeout`: that timeout is long here.)"""
+
+    kind = "redis"
+    MASTER = "cosid"
+
+    def __init__(self, root: Path, password: str, clock_file: Path | None = None, replicas: int = 2,
+                 lagging: bool = False):
+        super().__init__(root, password, clock_file)
+        self.nodes = [Redis(root, password, clock_file, name=f"n{i}") for i in range(replicas + 1)]
+        primary = self.nodes[0].port
+        self.proxy = Proxy(primary) if lagging else None
+        for i, n in enumerate(self.nodes):
+            # Every node may become a replica, of a primary that asks for the password.
+            n.extra = ["--masterauth", password]
+            if i == 0:
+                continue
+            upstream = self.proxy.port if self.proxy and i == 1 else primary
+            n.extra += ["--replicaof", "127.0.0.1", str(upstream),
+                        "--replica-priority", "1" if self.proxy and i == 1 else "100"]
+        #: how long the primary must not answer before the sentinels judge it down: short, so
+        #: the failover ends within the ttl, while windows granted just before the kill still run
+        self.down_after_ms = 500
+        self.sentinels = [Sentinel(root, password, i, self.MASTER, primary, down_after_ms=self.down_after_ms,
+                                   failover_timeout_ms=30000 if lagging else 3000) for i in range(3)]
+        self.port = primary
+        self.wait_replicas = 1
+        self.turn = 0
+
+    def _until(self, what: str, cond, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Redis Sentinel group: {what} not within {timeout:.0f}s; see the logs in {self.root}")
+            time.sleep(0.1)
+
+    def info(self, node: Redis, section: str = "replication") -> dict[str, str]:
+        try:
+            text = resp(node.port, "INFO", section, password=self.password) or ""
+        except RespError:
+            return {}
+        return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+
+    def start(self, timeout: float = 60) -> None:
+        for n in self.nodes:
+            n.launch()
+        for n in self.nodes:
+            n.wait_ready(timeout)
+        self._until("every replica streams from the primary",
+                    lambda: all(self.info(n).get("master_link_status") == "up" for n in self.nodes[1:]), timeout)
+        for s in self.sentinels:
+            s.launch()
+        for s in self.sentinels:
+            s.wait_ready(timeout)
+
+        def known() -> bool:
+            for s in self.sentinels:
+                try:
+                    r = resp(s.port, "SENTINEL", "MASTER", self.MASTER) or []
+                except RespError:
+                    return False
+                fields = dict(zip(r[::2], r[1::2]))
+                if (fields.get("num-slaves") != str(len(self.nodes) - 1)
+                        or fields.get("num-other-sentinels") != str(len(self.sentinels) - 1)):
+                    return False
+            return True
+        self._until("every sentinel knows the replicas and the other sentinels", known, timeout)
+        self.down_since = None
+
+    def primary(self) -> Redis | None:
+        """The node the first sentinel that answers names as the master."""
+        for s in self.sentinels:
+            try:
+                r = resp(s.port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.MASTER)
+            except RespError:
+                continue
+            if r:
+                return next((n for n in self.nodes if n.port == int(r[1])), None)
+        return None
+
+    def is_master(self, node: Redis) -> bool:
+        try:
+            r = resp(node.port, "ROLE", password=self.password)
+        except RespError:
+            return False
+        return bool(r) and r[0] == "master"
+
+    def lag(self) -> Redis:
+        """Black-holes the lagging replica's link to the primary (it stays connected, so
+        Sentinel still counts it a candidate); returns that replica."""
+        assert self.proxy is not None, "not a lagging group"
+        self.proxy.blackhole()
+        return self.nodes[1]
+
+    def wait_promoted(self, old: Redis, timeout: float = 20) -> Redis:
+        """Waits until the sentinels name a node other than `old` that says it is the master."""
+        found: list[Redis] = []
+
+        def promoted() -> bool:
+            n = self.primary()
+            if n is not None and n is not old and self.is_master(n):
+                found.append(n)
+                return True
+            return False
+        self._until("the sentinels promote a replica", promoted, timeout)
+        return found[0]
+
+    def kill(self) -> None:
+        for n in self.nodes:
+            n.kill()
+        self.down_since = time.monotonic()
+
+    def stop(self) -> None:
+        for s in self.sentinels:  # first, so they start no failover while the nodes stop
+            s.stop()
+        for n in self.nodes:
+            n.stop()
+        if self.proxy:
+            self.proxy.close()
+
+    def wipe(self) -> None:
+        raise RuntimeError("a Redis Sentinel group is not wiped: start a new one")
+
+    def url(self, port=None, password=None) -> str:
+        pw = self.password if password is None else password
+        self.turn += 1
+        k = self.turn % len(self.sentinels)
+        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels[k:] + self.sentinels[:k])
+        return f"redis+sentinel://:{pw}@{hosts}/{self.MASTER}/0?replicas={self.wait_replicas}"
