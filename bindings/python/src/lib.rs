@@ -90,6 +90,16 @@ fn _cosid(m: &Bound<'_, PyModule>) -> PyResult<()> {
         vocabulary.set_item(kind.name, pyo3::types::PyTuple::new(m.py(), kind.fields)?)?;
     }
     m.add("_EVENT_KINDS", vocabulary)?;
+    // The core's stats fields, in order: the tests compare `Stats` with them.
+    m.add(
+        "_STATS_FIELDS",
+        pyo3::types::PyTuple::new(
+            m.py(),
+            cosid_core::lease::stats::STATS_FIELDS
+                .iter()
+                .map(|f| f.name),
+        )?,
+    )?;
     runtime::register_c_exit();
     m.add_class::<runtime::PyRuntime>()?;
     m.add_class::<runtime::PyGenerator>()?;

@@ -87,7 +87,9 @@ impl PyLayout {
     }
 }
 
-/// A runtime's counters (`Runtime.stats()`), read at one moment.
+/// A runtime's counters (`Runtime.stats()`), read at one moment. The attributes are the core's
+/// stats fields (`cosid_core::lease::stats::STATS_FIELDS`), the same names as the C struct's
+/// members; only `slot` differs in value: `None` while no slot is bound.
 #[pyclass(frozen, eq, get_all, module = "cosid._cosid", name = "Stats")]
 #[derive(PartialEq, Eq)]
 pub(crate) struct PyStats {
@@ -98,14 +100,16 @@ pub(crate) struct PyStats {
     acquisitions: u64,
     slots_lost: u64,
     clock_skew_events: u64,
-    bound: bool,
     slot: Option<u32>,
+    bound: bool,
     floor_ms: i64,
     ceiling_ms: i64,
 }
 
 impl From<Stats> for PyStats {
     fn from(s: Stats) -> Self {
+        // The core's fields one for one (`test_stats_carry_exactly_the_core_fields` fails when
+        // the core's table and this class part).
         PyStats {
             ids_issued: s.ids_issued,
             waits: s.waits,
@@ -114,10 +118,10 @@ impl From<Stats> for PyStats {
             acquisitions: s.acquisitions,
             slots_lost: s.slots_lost,
             clock_skew_events: s.clock_skew_events,
-            bound: s.bound,
             slot: s.bound.then_some(s.slot),
-            floor_ms: s.floor,
-            ceiling_ms: s.ceiling,
+            bound: s.bound,
+            floor_ms: s.floor_ms,
+            ceiling_ms: s.ceiling_ms,
         }
     }
 }
@@ -127,7 +131,7 @@ impl PyStats {
     fn __repr__(&self) -> String {
         format!(
             "Stats(ids_issued={}, waits={}, renewals={}, renewal_failures={}, acquisitions={}, \
-             slots_lost={}, clock_skew_events={}, bound={}, slot={}, floor_ms={}, ceiling_ms={})",
+             slots_lost={}, clock_skew_events={}, slot={}, bound={}, floor_ms={}, ceiling_ms={})",
             self.ids_issued,
             self.waits,
             self.renewals,
@@ -135,8 +139,8 @@ impl PyStats {
             self.acquisitions,
             self.slots_lost,
             self.clock_skew_events,
-            if self.bound { "True" } else { "False" },
             self.slot.map_or("None".to_string(), |s| s.to_string()),
+            if self.bound { "True" } else { "False" },
             self.floor_ms,
             self.ceiling_ms
         )

@@ -6,9 +6,14 @@
 //!
 //! The GIL is released around every call that can block: construction (acquiring a slot in the
 //! store), `close` (releasing it, joining the keeper thread), and every wait of an id call.
-//! `close` must release it: the keeper thread may be waiting for the GIL to run an event
-//! callback, and `close` joins that thread. Construction and long id waits can be interrupted
-//! with Ctrl-C (`crate::interrupt`).
+//! Construction and long id waits can be interrupted with Ctrl-C (`crate::interrupt`).
+//!
+//! Why `close` releases the GIL: not for any lock of the core (the keeper holds none while a
+//! callback runs, and a callback may itself call `close`), but because `close` blocks on two
+//! things that may need it or take long: it joins the keeper thread, which may be waiting for
+//! the GIL to run an event callback (holding the GIL across the join would deadlock), and it
+//! waits for the store to write the release (up to the store's timeout, during which other
+//! Python threads should run).
 //!
 //! Fork: what an inherited runtime does in a `fork()` child is the core's rule (`cosid.fork`:
 //! `new-slot` re-leases on first use, `fail` raises `ForkedError`). The binding adds nothing to
@@ -261,6 +266,7 @@ impl PyRuntime {
         if rt.is_closed() {
             return Ok(());
         }
+        // Without the GIL: the join of the keeper thread and the store's release (module docs).
         match py.detach(|| rt.close()) {
             Ok(()) => Ok(()),
             // A concurrent close() won the race: closed is what the caller asked for.

@@ -8,6 +8,7 @@ import json
 import pathlib
 import re
 import sys
+import threading
 
 import pytest
 
@@ -148,6 +149,28 @@ def test_stats_count_ids_and_show_the_window(rt: cosid.Runtime) -> None:
     assert "ids_issued=150" in repr(rt.stats())
 
 
+# The stats fields as the README documents them: the core's names, in its order, the same as the
+# C struct's members (Node: their camelCase).
+DOCUMENTED_STATS_FIELDS = (
+    "ids_issued", "waits", "renewals", "renewal_failures", "acquisitions", "slots_lost",
+    "clock_skew_events", "slot", "bound", "floor_ms", "ceiling_ms",
+)
+
+
+def test_stats_carry_exactly_the_core_fields(rt: cosid.Runtime) -> None:
+    from cosid import _cosid
+
+    assert _cosid._STATS_FIELDS == DOCUMENTED_STATS_FIELDS
+    assert {n for n in dir(cosid.Stats) if not n.startswith("_")} == set(DOCUMENTED_STATS_FIELDS)
+    s = rt.stats()
+    shown = ", ".join(f"{n}={getattr(s, n)!r}" for n in DOCUMENTED_STATS_FIELDS)
+    assert repr(s) == f"Stats({shown})"
+    # The stub declares the same properties, in the same order.
+    stub = (pathlib.Path(cosid.__file__).parent / "_cosid.pyi").read_text()
+    body = stub.split("class Stats:")[1].split("\n@final")[0]
+    assert tuple(re.findall(r"def (\w+)\(self\)", body)) == DOCUMENTED_STATS_FIELDS
+
+
 def test_layout_describes_the_ids(memory_store: str) -> None:
     config = lease_config(memory_store)
     config["cosid"]["snowflake"] = {"timestamp-unit": "s", "timestamp-bits": 31,
@@ -230,6 +253,50 @@ def test_events_carry_exactly_the_core_vocabulary(memory_store: str) -> None:
     assert {"slot_acquired", "slot_released"} <= {e.kind for e in seen}
     for e in seen:
         assert set_fields(e) == set(DOCUMENTED_EVENT_FIELDS[e.kind]), e
+
+
+def test_a_callback_may_use_and_close_its_runtime_on_the_keepers_thread(
+    tmp_path: pathlib.Path,
+) -> None:
+    # A static slot whose state file cannot be written makes the keeper raise renewal_failed on
+    # its own thread; the callback then puts the folder back, issues an id and closes the
+    # runtime, whose release reaches the callback from inside that close.
+    folder, away = tmp_path / "d", tmp_path / "d.away"
+    config = {"cosid": {"machine": {"static": {
+        "slot": 2, "ahead": "1s", "state-file": str(folder / "state"),
+        "not-before": "2020-01-01T00:00:00Z"}}}}
+    seen: list[tuple[str, bool, int]] = []
+    done = threading.Event()
+    state: dict[str, object] = {"depth": 0}
+
+    def on_event(e: cosid.Event) -> None:
+        on_main = threading.current_thread() is threading.main_thread()
+        seen.append((e.kind, on_main, int(state["depth"])))  # type: ignore[call-overload]
+        if e.kind != "renewal_failed" or "rt" not in state or done.is_set():
+            return
+        folder.unlink()
+        away.rename(folder)
+        rt = state.pop("rt")
+        assert isinstance(rt, cosid.Runtime)
+        state["depth"] = 1
+        state["id"] = rt.next()
+        state["bound"] = rt.stats().bound
+        rt.close()
+        state["depth"] = 0
+        state["closed"] = rt.closed
+        done.set()
+
+    rt = cosid.Runtime(config, on_event=on_event)
+    state["rt"] = rt
+    assert rt.next() > 0
+    folder.rename(away)
+    folder.write_text("not a folder")
+    assert done.wait(20), seen
+    assert state["id"] and state["bound"] and state["closed"] and rt.closed
+    assert ("renewal_failed", False, 0) in seen
+    # The release came last, nested inside the callback's close, on the keeper's thread.
+    assert seen[-1] == ("slot_released", False, 1), seen
+    rt.close()  # idempotent
 
 
 def test_a_raising_callback_goes_to_the_unraisable_hook_and_the_runtime_goes_on(

@@ -24,6 +24,7 @@ MAX_BATCH: Final[int]
 """The most ids one ``next_batch`` call returns; ``next_into`` has no limit."""
 _ERROR_KINDS: Final[list[str]]
 _EVENT_KINDS: Final[dict[str, tuple[str, ...]]]
+_STATS_FIELDS: Final[tuple[str, ...]]
 
 def to_base62(id: int, /) -> str:
     """The fixed-width base-62 text of an id: 11 characters of ``0-9A-Za-z``, ordered like the ids."""
@@ -85,7 +86,9 @@ class Layout:
 
 @final
 class Stats:
-    """A runtime's counters, read at one moment."""
+    """A runtime's counters and window, read at one moment. The attributes are the core's stats
+    fields, the same names as the C struct ``cosid_stats``; ``slot`` is ``None`` while no slot is
+    bound."""
 
     @property
     def ids_issued(self) -> int: ...
@@ -102,9 +105,9 @@ class Stats:
     @property
     def clock_skew_events(self) -> int: ...
     @property
-    def bound(self) -> bool: ...
-    @property
     def slot(self) -> Optional[int]: ...
+    @property
+    def bound(self) -> bool: ...
     @property
     def floor_ms(self) -> int: ...
     @property
