@@ -569,7 +569,7 @@ SENTINEL_PROCS = ("3 CLI, one each from the C library, the Python wheel and the 
 
 @scenario("redis-sentinel-failover", ["redis"], store_opts={"sentinel": True},
           procs_note=SENTINEL_PROCS + ", ?replicas=1",
-          why="a primary, 2 replicas and 3 sentinels (down-after 0.5s); the primary SIGKILLed, the sentinels "
+          why="a primary, 2 replicas and 3 sentinels (down-after 0.75s); the primary SIGKILLed, the sentinels "
               "promote a replica; every compare-and-set waited for 1 replica (WAIT), so the new primary has "
               "every write a process saw acknowledged")
 def redis_sentinel_failover(ctx):

@@ -851,7 +851,7 @@ class Sentinel(Server):
 
 class RedisSentinel(Server):
     """A Redis primary, `replicas` replicas (`replicaof` it, same password as `masterauth`) and
-    three sentinels monitoring it as `MASTER` with a quorum of 2, `down-after-milliseconds` 500
+    three sentinels monitoring it as `MASTER` with a quorum of 2, `down-after-milliseconds` 750
     and a short `failover-timeout`, all on 127.0.0.1. Clients get one `redis+sentinel://` URL
     naming the three sentinels, from the next one at each call, with `?replicas=N`
     (`wait_replicas`; 0: no `WAIT`).
@@ -881,7 +881,7 @@ class RedisSentinel(Server):
                         "--replica-priority", "1" if self.proxy and i == 1 else "100"]
         #: how long the primary must not answer before the sentinels judge it down: short, so
         #: the failover ends within the ttl, while windows granted just before the kill still run
-        self.down_after_ms = 500
+        self.down_after_ms = 750
         self.sentinels = [Sentinel(root, password, i, self.MASTER, primary, down_after_ms=self.down_after_ms,
                                    failover_timeout_ms=30000 if lagging else 3000) for i in range(3)]
         self.port = primary
