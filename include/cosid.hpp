@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -63,10 +64,31 @@ inline void check(cosid_status status) {
 
 using event_function = std::function<void(const cosid_event &)>;
 
-/// The C callback: calls the std::function, never lets an exception into the library.
+/// A runtime's current callback. The library calls the trampoline with this slot; each call
+/// holds its own reference to the function it runs, so a callback may replace itself
+/// (`on_event`) or destroy its runtime while it runs: the running function lives until it
+/// returns.
+struct event_slot {
+  std::mutex lock;
+  std::shared_ptr<event_function> current;
+
+  std::shared_ptr<event_function> get() {
+    std::lock_guard<std::mutex> held(lock);
+    return current;
+  }
+  void set(std::shared_ptr<event_function> f) {
+    std::lock_guard<std::mutex> held(lock);
+    current.swap(f);
+    // The previous function (now in `f`) is released after the lock, by its last holder.
+  }
+};
+
+/// The C callback: calls the slot's function, never lets an exception into the library.
 inline void event_trampoline(const cosid_event *event, void *user_data) noexcept {
+  std::shared_ptr<event_function> f = static_cast<event_slot *>(user_data)->get();
+  if (!f) return;
   try {
-    (*static_cast<event_function *>(user_data))(*event);
+    (*f)(*event);
   } catch (...) {
     // An exception must not unwind through the library's keeper thread; it is dropped.
   }
@@ -208,17 +230,19 @@ class runtime {
   void close() { detail::check(cosid_runtime_close(rt_.get())); }
 
   /// Calls `f` with every event from now on, on the keeper's thread (keep it quick; an
-  /// exception it throws is dropped). An empty function removes the callback.
+  /// exception it throws is dropped). An empty function removes the callback. `f` may call
+  /// `on_event` (replacing itself) or destroy this runtime; the call that is running finishes
+  /// with the function it started with.
   void on_event(std::function<void(const cosid_event &)> f) {
+    if (!callback_) callback_ = std::make_unique<detail::event_slot>();  // a moved-from runtime
     if (!f) {
       detail::check(cosid_runtime_set_event_callback(rt_.get(), nullptr, nullptr));
-      callback_.reset();
+      callback_->set(nullptr);
       return;
     }
-    auto next = std::make_unique<detail::event_function>(std::move(f));
+    callback_->set(std::make_shared<detail::event_function>(std::move(f)));
     detail::check(
-        cosid_runtime_set_event_callback(rt_.get(), &detail::event_trampoline, next.get()));
-    callback_ = std::move(next);  // the previous one is no longer called: release it
+        cosid_runtime_set_event_callback(rt_.get(), &detail::event_trampoline, callback_.get()));
   }
 
   /// The C handle (still owned by this object).
@@ -228,8 +252,9 @@ class runtime {
   struct deleter {
     void operator()(cosid_runtime *rt) const noexcept { cosid_runtime_free(rt); }
   };
-  // Declared before rt_ so that it is destroyed after it.
-  std::unique_ptr<detail::event_function> callback_;
+  // Declared before rt_ so that it is destroyed after it (the runtime's final event may still
+  // reach the slot).
+  std::unique_ptr<detail::event_slot> callback_ = std::make_unique<detail::event_slot>();
   std::unique_ptr<cosid_runtime, deleter> rt_;
 };
 

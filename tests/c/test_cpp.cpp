@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -126,6 +127,38 @@ int main() {
     a.next();
   }
   CHECK(released == 2);
+
+  // A callback may replace itself, and may destroy its own runtime: the function that is
+  // running stays alive until it returns (AddressSanitizer sees it if not).
+  {
+    int calls = 0, replaced = 0;
+    cosid::runtime rt{config("cpp3")};
+    rt.on_event([&](const cosid_event &e) {
+      std::string keep(64, 'x');  // state of the running function, read after the swap
+      if (e.kind != COSID_EVENT_SLOT_RELEASED) return;
+      rt.on_event([&replaced](const cosid_event &) { replaced++; });
+      calls++;  // a capture, read through the running function after the swap
+      CHECK(keep.size() == 64);
+    });
+    rt.close();
+    CHECK(calls == 1);
+    CHECK(replaced == 0);
+  }
+  {
+    int calls = 0;
+    auto owner = std::make_unique<cosid::runtime>(config("cpp4"));
+    owner->next();
+    owner->on_event([&](const cosid_event &e) {
+      std::string keep(64, 'y');
+      if (e.kind != COSID_EVENT_SLOT_RELEASED || calls > 0) return;
+      owner.reset();  // destroys the runtime whose close is calling us
+      calls++;        // a capture, read through the running function after it
+      CHECK(keep.size() == 64);
+    });
+    owner->close();
+    CHECK(calls >= 1);
+    CHECK(owner == nullptr);
+  }
   std::printf("test_cpp: ok\n");
   return 0;
 }
