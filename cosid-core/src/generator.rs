@@ -649,6 +649,45 @@ mod tests {
         }
     }
 
+    fn wait<T: std::fmt::Debug>(r: Result<TryNext<T>>) -> (WaitReason, Duration) {
+        match r.unwrap() {
+            TryNext::Wait {
+                reason,
+                retry_after,
+            } => (reason, retry_after),
+            other => panic!("expected a wait, got {other:?}"),
+        }
+    }
+
+    /// A wait says how long until an id can come: to the start of the next time unit when this
+    /// one is used up, to the start of the first unit above the floor when the clock is below
+    /// it. (Callers sleep that long: too short spins, too long stalls.)
+    #[test]
+    fn a_wait_says_how_long_until_an_id_can_come() {
+        // T0 is a whole second of the layout's epoch.
+        let (clock, _, g) = setup(Layout::SECONDS, T0 - 10_000, T0 + 10_000);
+        clock.set(T0 + 250);
+        let all = g.layout().max_sequence() + 1;
+        assert_eq!(ready(g.try_reserve(all)).count, all);
+        assert_eq!(
+            wait(g.try_next()),
+            (WaitReason::NextTick, Duration::from_millis(750))
+        );
+        let (clock, _, g) = setup(Layout::SECONDS, T0 + 2_500, T0 + 10_000);
+        clock.set(T0 + 250);
+        assert_eq!(
+            wait(g.try_next()),
+            (WaitReason::ClockBehind, Duration::from_millis(2_750))
+        );
+        // A floor past the layout's range: no id can ever come; it says so one unit at a time.
+        let (clock, _, g) = setup(Layout::SECONDS, i64::MAX / 2, i64::MAX / 2 + 10);
+        clock.set(T0 + 250);
+        assert_eq!(
+            wait(g.try_next()),
+            (WaitReason::ClockBehind, Duration::from_millis(750))
+        );
+    }
+
     #[test]
     fn issues_inside_the_window_with_increasing_sequences() {
         let (_, _, g) = setup(Layout::MILLIS, T0 - 10, T0 + 10);
