@@ -267,10 +267,15 @@ const OURS: [&str; 4] = [
     "sentinel_password",
 ];
 
-/// A value from the URL as an error shows it: short, and only when it cannot be a piece of a
-/// credential (digits and letters).
-fn shown(value: &str) -> String {
-    if value.len() <= 24 && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+/// A value from the URL as an error shows it: short, digits and letters, and only when the
+/// redacted URL shows it too (so it cannot be a piece of a credential).
+fn shown(value: &str, redacted_url: &str) -> String {
+    // Only what the redacted URL shows anyway: a value its redaction hides (text after an
+    // '@' inside a password is read as the host part) may be a piece of a credential.
+    if value.len() <= 24
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        && redacted_url.contains(value)
+    {
         format!("'{value}'")
     } else {
         "(not shown)".to_string()
@@ -287,7 +292,7 @@ fn wait_options(parts: &Parts<'_>, name: &str, timeout: Duration) -> Result<(u32
                 return Err(Error::config(format!(
                     "store URL '{name}': replicas={} is not a number of replicas; use \
                      replicas=N with N from 0 (do not wait for replicas) to {MAX_REPLICAS}",
-                    shown(v)
+                    shown(v, name)
                 )))
             }
         },
@@ -303,7 +308,7 @@ fn wait_options(parts: &Parts<'_>, name: &str, timeout: Duration) -> Result<(u32
                      between 1 and {} (below the store's {op_ms} ms bound on an operation, so \
                      the answer of WAIT arrives within it); use wait_timeout_ms=M with M in \
                      that range, or leave it out for {} ms",
-                    shown(v),
+                    shown(v, name),
                     op_ms.saturating_sub(1),
                     (op_ms / 2).max(1)
                 )))
@@ -332,7 +337,7 @@ fn sentinel_target(parts: &Parts<'_>, name: &str, tls: bool) -> Result<(Target, 
         return Err(bad(format!(
             "has the parameter {} that a Sentinel URL does not take (it takes replicas, \
              wait_timeout_ms, sentinel_user and sentinel_password)",
-            shown(k)
+            shown(k, name)
         )));
     }
     if !parts.fragment.is_empty() {
@@ -363,7 +368,7 @@ fn sentinel_target(parts: &Parts<'_>, name: &str, tls: bool) -> Result<(Target, 
             Some((h, p)) if !h.ends_with(':') && !p.contains(']') => (
                 h,
                 p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
-                    bad(format!("has the sentinel port {}, not a port", shown(p)))
+                    bad(format!("has the sentinel port {}, not a port", shown(p, name)))
                 })?,
             ),
             _ => (host, SENTINEL_PORT),
@@ -402,7 +407,7 @@ fn sentinel_target(parts: &Parts<'_>, name: &str, tls: bool) -> Result<(Target, 
             if master.is_empty() {
                 "''".to_string()
             } else {
-                shown(master)
+                shown(master, name)
             }
         )));
     }
@@ -412,7 +417,7 @@ fn sentinel_target(parts: &Parts<'_>, name: &str, tls: bool) -> Result<(Target, 
             .parse::<i64>()
             .ok()
             .filter(|d| *d >= 0)
-            .ok_or_else(|| bad(format!("has the database {}, not a number", shown(d))))?,
+            .ok_or_else(|| bad(format!("has the database {}, not a number", shown(d, name))))?,
     };
     let scheme = if tls { "rediss" } else { "redis" };
     let info = master_url(scheme, parts.userinfo, "127.0.0.1", 1, db)
