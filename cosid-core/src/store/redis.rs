@@ -368,7 +368,10 @@ fn sentinel_target(parts: &Parts<'_>, name: &str, tls: bool) -> Result<(Target, 
             Some((h, p)) if !h.ends_with(':') && !p.contains(']') => (
                 h,
                 p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| {
-                    bad(format!("has the sentinel port {}, not a port", shown(p, name)))
+                    bad(format!(
+                        "has the sentinel port {}, not a port",
+                        shown(p, name)
+                    ))
                 })?,
             ),
             _ => (host, SENTINEL_PORT),
