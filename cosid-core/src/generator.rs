@@ -659,6 +659,54 @@ mod tests {
         }
     }
 
+    /// What a generator reports of itself: closed or not, the calls that had to wait (once per
+    /// call, however many naps it took), and which error a clock outside the layout is.
+    #[test]
+    fn a_generator_reports_its_state_waits_and_clock_errors() {
+        // The floor is 5 ms ahead: one call, several naps, one wait counted.
+        let (clock, _, g) = setup(Layout::MILLIS, T0 + 5, T0 + 1_000);
+        assert_eq!(g.waits(), 0);
+        g.next().unwrap();
+        assert!(clock.now_ms() > T0 + 5);
+        assert_eq!(g.waits(), 1);
+        g.next().unwrap();
+        assert_eq!(g.waits(), 1, "a call that did not wait is not counted");
+        assert!(!g.is_closed());
+        g.close();
+        assert!(g.is_closed());
+
+        // Before the layout's epoch the clock is behind; past its range the layout is wrong.
+        let (clock, _, g) = setup(Layout::MILLIS, T0 - 10, T0 + 10);
+        clock.set(Layout::MILLIS.epoch_ms() - 1);
+        assert_eq!(g.next().unwrap_err().kind(), ErrorKind::ClockBehind);
+        clock.set(Layout::MILLIS.runs_out_at_ms() + 1);
+        assert_eq!(g.next().unwrap_err().kind(), ErrorKind::Config);
+    }
+
+    /// A clock behind says what it is behind: the window's floor, and the last issued id's
+    /// time (or that there is none yet).
+    #[test]
+    fn a_clock_behind_error_names_the_floor_and_the_last_id_s_time() {
+        let t = crate::time::format_rfc3339_ms;
+        let (_, _, g) = setup(Layout::MILLIS, T0 + 10_000, T0 + 20_000);
+        let e = g.next().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ClockBehind, "{e}");
+        assert!(e.message().contains(&t(T0 + 10_000)), "{e}");
+        assert!(e.message().contains("none yet"), "{e}");
+        let (clock, _, g) = setup(Layout::MILLIS, T0 - 10_000, T0 + 20_000);
+        g.next().unwrap();
+        // The clock goes back: ids go on at the last time while its sequence numbers last.
+        clock.set(T0 - 5_000);
+        ready(g.try_reserve(g.layout().max_sequence() + 1));
+        let e = g.next().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ClockBehind, "{e}");
+        assert!(
+            e.message()
+                .contains(&format!("last issued id's time, {}", t(T0))),
+            "{e}"
+        );
+    }
+
     /// A wait says how long until an id can come: to the start of the next time unit when this
     /// one is used up, to the start of the first unit above the floor when the clock is below
     /// it. (Callers sleep that long: too short spins, too long stalls.)
