@@ -611,6 +611,17 @@ def sentinel_failover(ctx, replicas: int) -> None:
     new = group.wait_promoted(old, timeout=20)
     promoted = now_ms()
     ctx.note(f"the sentinels promoted the replica on port {new.port}")
+    # With WAIT, the new primary takes writes only once a replica follows it again (the
+    # sentinels re-point the others after the promotion): until then renewals fail, and a
+    # process stopped then could not release its slot. Wait for one, bounded.
+    attached = None
+    deadline = time.monotonic() + 30
+    while replicas and time.monotonic() < deadline:
+        if int(group.info(new).get("connected_slaves", "0")) >= replicas:
+            attached = now_ms()
+            ctx.note(f"a replica follows the new primary, {(attached - promoted) / 1000:.1f}s after the promotion")
+            break
+        ctx.sleep(0.2)
     ctx.sleep(EXPIRY_S + 3.0)
 
     def after():
@@ -622,6 +633,10 @@ def sentinel_failover(ctx, replicas: int) -> None:
                   + (" (the lagging one)" if new is lagging else "")
                   + f" {(promoted - killed) / 1000:.1f}s after the kill")
         ctx.event("longest pause in issuing from the kill on: " + longest_pauses(ps, killed))
+        if replicas:
+            ctx.check(attached is not None, "no replica followed the new primary within 30s of the promotion")
+            if attached is not None:
+                ctx.event(f"a replica followed the new primary {(attached - promoted) / 1000:.1f}s after the promotion")
     ctx.after_checks.append(after)
 
 
