@@ -94,6 +94,39 @@ pub trait SlotStore: Send + Sync + fmt::Debug {
         expected: Option<u64>,
         record: &SlotRecord,
     ) -> Result<Option<u64>>;
+
+    /// [`SlotStore::cas_slot`], also returning the store's clock (the clock `read_slot` and
+    /// `snapshot` report), read in the same round trip, when the store can: Redis's `TIME` in
+    /// the script, PostgreSQL's `clock_timestamp()` in `RETURNING`, the host clock for the
+    /// stores whose clock it is. The lease keeper renews with this compare-and-set alone (no
+    /// read first) and takes the clock for its next estimate of the store's time and for its
+    /// clock-skew check (`docs/protocol.md` section 6).
+    ///
+    /// Provided: calls `cas_slot` and reports no clock. A store that keeps this still gets
+    /// renewals and releases in one round trip; the keeper then reads the slot before a renewal
+    /// about once per ttl to see the store's clock again.
+    fn cas_slot_timed(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &SlotRecord,
+    ) -> Result<Option<Written>> {
+        Ok(self
+            .cas_slot(namespace, expected, record)?
+            .map(|version| Written {
+                version,
+                store_now: None,
+            }))
+    }
+}
+
+/// What [`SlotStore::cas_slot_timed`] returns when it wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    /// The record's new version.
+    pub version: u64,
+    /// The store's clock (ms), read in the same round trip; `None` when the store cannot.
+    pub store_now: Option<i64>,
 }
 
 /// A shared store.
