@@ -126,10 +126,13 @@ export interface IdLayout {
 }
 
 /**
- * What a listener receives: the core's event vocabulary, the same names as the C struct's
- * members and Python's `Event` attributes. This declaration gives `index.d.ts` its type; the
- * object itself is built from the core's `Event::fields` ([`JsEvent`]), so its keys cannot
- * differ from the core's. A field that does not belong to the event's kind is absent.
+ * What a listener receives: the core's event vocabulary in camelCase, as every object of this
+ * package names its fields (`next_floor_ms` is `nextFloorMs`, as `rt.stats()` has `floorMs`);
+ * the same words as the C struct's members and Python's `Event` attributes. This declaration
+ * gives `index.d.ts` its type (napi-rs writes each field in camelCase); the object itself is
+ * built from the core's `Event::fields` ([`JsEvent`]) through the same camelCase conversion, so
+ * its keys cannot differ from the core's. A field that does not belong to the event's kind is
+ * absent.
  */
 export interface RuntimeEvent {
   /**
@@ -144,13 +147,13 @@ export interface RuntimeEvent {
   /** `slot_acquired`: the fence of the new ownership. */
   fence?: number
   /** `slot_acquired`: the window's lower bound (excluded), ms since the Unix epoch. */
-  floor_ms?: number
+  floorMs?: number
   /** `slot_acquired`: the window's upper bound (included), ms since the Unix epoch. */
-  ceiling_ms?: number
+  ceilingMs?: number
   /** `slot_released`: the floor the slot's next holder gets, ms since the Unix epoch. */
-  next_floor_ms?: number
+  nextFloorMs?: number
   /** `clock_skew`: this host's clock minus the store's, ms (positive: this host is ahead). */
-  skew_ms?: number
+  skewMs?: number
   /** `renewal_failed`: consecutive failures so far (1 the first time). */
   attempt?: number
   /** `slot_lost`: why the lease was lost. */

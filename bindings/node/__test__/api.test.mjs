@@ -194,23 +194,23 @@ test('on(): listeners receive keeper events; slot_released arrives when close() 
   const event = await released
   assert.equal(event.kind, 'slot_released')
   assert.equal(event.slot, slot)
-  assert.equal(event.next_floor_ms, rt.parse(last).timestamp, 'the slot is released with the last timestamp')
+  assert.equal(event.nextFloorMs, rt.parse(last).timestamp, 'the slot is released with the last timestamp')
   assert.match(event.message, /released/)
   assert.ok(seen.includes('slot_released'))
   await expectError(() => rt.on('slot_lost', () => {}), Error, 'COSID_ERR_CLOSED')
 })
 
-// The event vocabulary as the README documents it: each kind and its fields, the same names as
-// the C struct's members and Python's Event attributes.
+// The event vocabulary as the README documents it: each kind and its fields, the camelCase of
+// the C struct's members and Python's Event attributes (as stats fields are).
 const DOCUMENTED_EVENT_FIELDS = {
-  slot_acquired: ['slot', 'fence', 'floor_ms', 'ceiling_ms'],
+  slot_acquired: ['slot', 'fence', 'floorMs', 'ceilingMs'],
   slot_lost: ['slot', 'reason'],
   duplicate_owner_key: ['slot', 'key'],
-  clock_skew: ['skew_ms'],
+  clock_skew: ['skewMs'],
   renewal_failed: ['slot', 'attempt', 'error'],
   store_reset: ['slot'],
   acquire_failed: ['error'],
-  slot_released: ['slot', 'next_floor_ms'],
+  slot_released: ['slot', 'nextFloorMs'],
 }
 
 test('events carry exactly the core vocabulary, as received and as index.d.ts declares it', async () => {
@@ -218,7 +218,7 @@ test('events carry exactly the core vocabulary, as received and as index.d.ts de
   const rt = await Runtime.create(memoryConfig())
   await expectError(() => rt.on('nope', () => {}), TypeError, 'COSID_ERR_INVALID_ARGUMENT',
     `events are ${[...Object.keys(DOCUMENTED_EVENT_FIELDS), '*'].join(', ')}`)
-  // A received event has kind, message and exactly its kind's fields, under the core's names.
+  // A received event has kind, message and exactly its kind's fields, under the camelCase of the core's names.
   const received = []
   rt.on('*', (e) => received.push(e))
   const released = new Promise((resolve) => rt.on('slot_released', resolve))

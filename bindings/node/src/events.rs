@@ -19,10 +19,13 @@ pub(crate) fn names() -> impl Iterator<Item = &'static str> {
     EVENT_KINDS.iter().map(|k| k.name).chain(["*"])
 }
 
-/// What a listener receives: the core's event vocabulary, the same names as the C struct's
-/// members and Python's `Event` attributes. This declaration gives `index.d.ts` its type; the
-/// object itself is built from the core's `Event::fields` ([`JsEvent`]), so its keys cannot
-/// differ from the core's. A field that does not belong to the event's kind is absent.
+/// What a listener receives: the core's event vocabulary in camelCase, as every object of this
+/// package names its fields (`next_floor_ms` is `nextFloorMs`, as `rt.stats()` has `floorMs`);
+/// the same words as the C struct's members and Python's `Event` attributes. This declaration
+/// gives `index.d.ts` its type (napi-rs writes each field in camelCase); the object itself is
+/// built from the core's `Event::fields` ([`JsEvent`]) through the same camelCase conversion, so
+/// its keys cannot differ from the core's. A field that does not belong to the event's kind is
+/// absent.
 #[napi(object, object_from_js = false, object_to_js = false)]
 #[allow(dead_code)]
 pub struct RuntimeEvent {
@@ -39,16 +42,12 @@ pub struct RuntimeEvent {
     /// `slot_acquired`: the fence of the new ownership.
     pub fence: Option<f64>,
     /// `slot_acquired`: the window's lower bound (excluded), ms since the Unix epoch.
-    #[napi(js_name = "floor_ms")]
     pub floor_ms: Option<f64>,
     /// `slot_acquired`: the window's upper bound (included), ms since the Unix epoch.
-    #[napi(js_name = "ceiling_ms")]
     pub ceiling_ms: Option<f64>,
     /// `slot_released`: the floor the slot's next holder gets, ms since the Unix epoch.
-    #[napi(js_name = "next_floor_ms")]
     pub next_floor_ms: Option<f64>,
     /// `clock_skew`: this host's clock minus the store's, ms (positive: this host is ahead).
-    #[napi(js_name = "skew_ms")]
     pub skew_ms: Option<f64>,
     /// `renewal_failed`: consecutive failures so far (1 the first time).
     pub attempt: Option<u32>,
@@ -61,7 +60,7 @@ pub struct RuntimeEvent {
 }
 
 /// An event as the JavaScript object a listener receives: `kind`, `message` and the event's
-/// fields under the core's names (numbers as `number`: slots, fences and milliseconds since the
+/// fields under the camelCase of the core's names (numbers as `number`: slots, fences and milliseconds since the
 /// epoch are far below 2^53).
 pub(crate) struct JsEvent(pub(crate) Event);
 
@@ -78,7 +77,7 @@ impl JsEvent {
                 FieldValue::I64(n) => raw::number(env, n as f64)?,
                 FieldValue::Text(t) => text(t)?,
             };
-            raw::set_named(env, obj, name, v)?;
+            raw::set_named(env, obj, &crate::camel_case(name), v)?;
         }
         Ok(obj)
     }

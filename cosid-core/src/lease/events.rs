@@ -4,7 +4,8 @@
 //!
 //! Every surface of cosid (the C `struct cosid_event`, Python's `cosid.Event`, the object a Node
 //! listener receives) names an event's kind and fields exactly as below, in snake_case, with
-//! the `_ms` suffix on every value in milliseconds. The tables are [`EVENT_KINDS`] and
+//! the `_ms` suffix on every value in milliseconds; Node writes each field name in camelCase
+//! (`nextFloorMs`), as it does every field of every object, stats included. The tables are [`EVENT_KINDS`] and
 //! [`EVENT_FIELDS`]; an event gives its own with [`Event::kind_name`] and [`Event::fields`], and
 //! each binding's tests compare its surface with them.
 //!
