@@ -1,0 +1,266 @@
+//! The text forms of ids by name, and their settings: one way to name a form and its options
+//! (`radix62,pad-start=false,char-size=10`, `friendly,zone=Asia/Shanghai,pad-start=true`) for
+//! the command line, the C API, Python and Node alike.
+
+use super::friendly::{self, FriendlyOptions};
+use super::radix::Radix;
+use super::zone::Zone;
+use super::{check_width, parse_decimal, parse_hex, quoted, to_decimal, to_hex, Error, Result};
+use crate::layout::Layout;
+
+/// A text form of an id, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IdFormat {
+    /// `dec`: decimal digits.
+    Decimal,
+    /// `hex`: lower-case hex digits (parsing takes `0x` and upper case too).
+    Hex,
+    /// `base62` (also called `radix62`): CosId's radix-62 text; by default 11 characters of
+    /// `0-9A-Za-z`, padded, sorting like the ids.
+    Base62,
+    /// `radix36`: CosId's radix-36 text; by default 13 characters of `0-9A-Z`, padded.
+    Radix36,
+    /// `friendly`: `yyyyMMddHHmmssSSS-slot-sequence` (`yyyyMMddHHmmss-…` for second layouts).
+    Friendly,
+}
+
+const NAMES: &str = "dec, hex, base62 (or radix62), radix36 or friendly";
+
+impl IdFormat {
+    /// Every form.
+    pub const ALL: [IdFormat; 5] = [
+        IdFormat::Decimal,
+        IdFormat::Hex,
+        IdFormat::Base62,
+        IdFormat::Radix36,
+        IdFormat::Friendly,
+    ];
+
+    /// `dec`, `hex`, `base62`, `radix36` or `friendly`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            IdFormat::Decimal => "dec",
+            IdFormat::Hex => "hex",
+            IdFormat::Base62 => "base62",
+            IdFormat::Radix36 => "radix36",
+            IdFormat::Friendly => "friendly",
+        }
+    }
+
+    /// The form called `name` (as [`IdFormat::name`] writes it; `radix62` is `base62`).
+    pub fn from_name(name: &str) -> Result<IdFormat> {
+        if name == "radix62" {
+            return Ok(IdFormat::Base62);
+        }
+        IdFormat::ALL
+            .into_iter()
+            .find(|f| f.name() == name)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "{} is not an id format; expected {NAMES}",
+                    quoted(name)
+                ))
+            })
+    }
+
+    /// The text of `id` in this form with its default settings. Refuses an id wider than
+    /// `layout`.
+    pub fn format(self, layout: &Layout, id: u64) -> Result<String> {
+        TextFormat::new(self).format(layout, id)
+    }
+
+    /// Parses `text` in this form with its default settings and refuses an id wider than
+    /// `layout`.
+    pub fn parse(self, layout: &Layout, text: &str) -> Result<u64> {
+        TextFormat::new(self).parse_id(layout, text)
+    }
+}
+
+impl std::fmt::Display for IdFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A text form with its settings. Written (and read by [`TextFormat::parse`]) as the form's
+/// name followed by `,key=value` options:
+///
+/// | form | options (default) |
+/// |---|---|
+/// | `dec`, `hex` | none |
+/// | `base62` / `radix62` | `pad-start` (`true`), `char-size` 1 to 11 (`11`) |
+/// | `radix36` | `pad-start` (`true`), `char-size` 1 to 13 (`13`) |
+/// | `friendly` | `zone` (`UTC`; an offset like `+08:00` or an IANA name), `pad-start` (`false`) |
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextFormat {
+    form: IdFormat,
+    radix: Radix,
+    friendly: FriendlyOptions,
+}
+
+impl TextFormat {
+    /// `form` with its default settings (CosId's defaults: radix text padded to the most
+    /// characters; friendly text unpadded; UTC).
+    pub fn new(form: IdFormat) -> TextFormat {
+        TextFormat {
+            form,
+            radix: if form == IdFormat::Radix36 {
+                Radix::BASE36
+            } else {
+                Radix::BASE62
+            },
+            friendly: FriendlyOptions::default(),
+        }
+    }
+
+    /// Reads `NAME[,KEY=VALUE]...`, e.g. `radix36`, `radix62,pad-start=false,char-size=10` or
+    /// `friendly,zone=Asia/Shanghai,pad-start=true`. An option given twice, or one the form has
+    /// not, is refused.
+    pub fn parse(spec: &str) -> Result<TextFormat> {
+        let mut parts = spec.split(',');
+        let name = parts.next().unwrap_or_default();
+        let mut f = TextFormat::new(IdFormat::from_name(name)?);
+        let mut seen: Vec<&str> = Vec::new();
+        for opt in parts {
+            let Some((key, value)) = opt.split_once('=') else {
+                return Err(Error::invalid(format!(
+                    "{} in format {} is not an option; write KEY=VALUE ({})",
+                    quoted(opt),
+                    quoted(spec),
+                    f.options_help()
+                )));
+            };
+            if seen.contains(&key) {
+                return Err(Error::invalid(format!(
+                    "format {} gives {key} twice; give it once",
+                    quoted(spec)
+                )));
+            }
+            seen.push(key);
+            f.set(key, value)?;
+        }
+        Ok(f)
+    }
+
+    /// Sets one option by name: `pad-start` (`true` or `false`), `char-size` (a number) or
+    /// `zone` (`UTC`, `+08:00`, `Asia/Shanghai`). Refuses an option this form has not.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let radix = matches!(self.form, IdFormat::Base62 | IdFormat::Radix36);
+        let friendly = self.form == IdFormat::Friendly;
+        match key {
+            "pad-start" if radix || friendly => {
+                let on = match value {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        return Err(Error::invalid(format!(
+                            "pad-start={} is not a setting; use pad-start=true or pad-start=false",
+                            quoted(value)
+                        )))
+                    }
+                };
+                if radix {
+                    self.radix = Radix::new(self.radix.radix(), on, self.radix.char_size())?;
+                } else {
+                    self.friendly.pad_start = on;
+                }
+            }
+            "char-size" if radix => {
+                let max = Radix::max_char_size(self.radix.radix());
+                let size = value
+                    .parse::<u8>()
+                    .ok()
+                    .filter(|n| (1..=max).contains(n) && !value.starts_with('+'))
+                    .ok_or_else(|| {
+                        Error::invalid(format!(
+                            "char-size={} is not a setting of {}; use a number from 1 to {max}",
+                            quoted(value),
+                            self.form
+                        ))
+                    })?;
+                self.radix = Radix::new(self.radix.radix(), self.radix.pad_start(), size)?;
+            }
+            "zone" if friendly => self.friendly.zone = Zone::parse(value)?,
+            _ => {
+                return Err(Error::invalid(format!(
+                    "{} is not an option of {}; {}",
+                    quoted(key),
+                    self.form,
+                    self.options_help()
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    fn options_help(&self) -> &'static str {
+        match self.form {
+            IdFormat::Decimal | IdFormat::Hex => "it has no options",
+            IdFormat::Base62 => "its options are pad-start=true|false and char-size=1..11",
+            IdFormat::Radix36 => "its options are pad-start=true|false and char-size=1..13",
+            IdFormat::Friendly => "its options are zone=ZONE and pad-start=true|false",
+        }
+    }
+
+    /// The form.
+    pub fn form(&self) -> IdFormat {
+        self.form
+    }
+
+    /// The radix setting (meaningful for `base62` and `radix36`).
+    pub fn radix(&self) -> Radix {
+        self.radix
+    }
+
+    /// The friendly settings (meaningful for `friendly`).
+    pub fn friendly(&self) -> &FriendlyOptions {
+        &self.friendly
+    }
+
+    /// The text of `id`. Refuses an id wider than `layout`, and one the setting cannot write
+    /// (radix text shorter than the id needs; friendly text past the year 9999).
+    pub fn format(&self, layout: &Layout, id: u64) -> Result<String> {
+        if self.form == IdFormat::Friendly {
+            return friendly::format(layout, id, &self.friendly);
+        }
+        layout.decompose(id)?;
+        match self.form {
+            IdFormat::Decimal => Ok(to_decimal(id)),
+            IdFormat::Hex => Ok(to_hex(id)),
+            _ => self.radix.format(id),
+        }
+    }
+
+    /// Parses `text` written with this setting, and refuses an id wider than `layout`.
+    pub fn parse_id(&self, layout: &Layout, text: &str) -> Result<u64> {
+        let id = match self.form {
+            IdFormat::Decimal => parse_decimal(text)?,
+            IdFormat::Hex => parse_hex(text)?,
+            IdFormat::Base62 | IdFormat::Radix36 => self.radix.parse(text)?,
+            IdFormat::Friendly => return friendly::parse(layout, text, &self.friendly),
+        };
+        check_width(layout, text, id)
+    }
+}
+
+impl std::fmt::Display for TextFormat {
+    /// The spec [`TextFormat::parse`] reads back, with only the options that differ from the
+    /// form's defaults: `radix62,pad-start=false`, `friendly,zone=Asia/Shanghai`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let d = TextFormat::new(self.form);
+        f.write_str(self.form.name())?;
+        if self.radix.pad_start() != d.radix.pad_start() {
+            write!(f, ",pad-start={}", self.radix.pad_start())?;
+        }
+        if self.radix.char_size() != d.radix.char_size() {
+            write!(f, ",char-size={}", self.radix.char_size())?;
+        }
+        if self.friendly.zone != d.friendly.zone {
+            write!(f, ",zone={}", self.friendly.zone)?;
+        }
+        if self.friendly.pad_start != d.friendly.pad_start {
+            write!(f, ",pad-start={}", self.friendly.pad_start)?;
+        }
+        Ok(())
+    }
+}
