@@ -122,7 +122,7 @@ impl Pacer {
     }
 }
 
-pub(crate) fn run(rt: &Runtime, format: OutFormat, rate: Option<f64>) -> cosid_core::Result<()> {
+pub(crate) fn run(rt: &Runtime, format: &OutFormat, rate: Option<f64>) -> cosid_core::Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
     let mut pacer = rate.map(Pacer::new);

@@ -6,7 +6,7 @@ mod follow;
 
 use clap::{Args, Parser, Subcommand};
 use cosid_core::config::{Config, Machine};
-use cosid_core::convert::{self, IdFormat};
+use cosid_core::convert::{self, IdFormat, TextFormat};
 use cosid_core::lease::LeaseClient;
 use cosid_core::{Error, ErrorKind, Layout, Runtime};
 use std::io::Write;
@@ -70,7 +70,9 @@ struct NextArgs {
     /// made up for with a burst.
     #[arg(long, value_name = "PER_SECOND", requires = "follow")]
     rate: Option<f64>,
-    /// Output format: dec, hex, base62 or json.
+    /// Output format: dec, hex, base62 (radix62), radix36, friendly or json; options follow
+    /// the name: radix62,pad-start=false,char-size=10 or friendly,zone=Asia/Shanghai,pad-start=true
+    /// (docs/id-text.md).
     #[arg(long, default_value = "dec", value_name = "FORMAT")]
     format: String,
     #[command(flatten)]
@@ -82,7 +84,9 @@ struct ParseArgs {
     /// Ids to decode.
     #[arg(required = true, value_name = "ID")]
     ids: Vec<String>,
-    /// Input format: dec (default; 0x… is read as hex), hex, base62 or friendly.
+    /// Input format: dec (default; 0x… is read as hex), hex, base62 (radix62), radix36 or
+    /// friendly, with the options the text was written with: radix62,pad-start=false or
+    /// friendly,zone=Asia/Shanghai,pad-start=true (docs/id-text.md).
     #[arg(long, value_name = "FORMAT")]
     format: Option<String>,
     /// Configuration whose layout the ids use (default: the millisecond layout).
@@ -216,24 +220,27 @@ fn build_config(args: &RuntimeArgs) -> cosid_core::Result<Config> {
 }
 
 /// An output format of `cosid next`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum OutFormat {
-    Id(IdFormat),
+    Id(TextFormat),
     Json,
 }
 
-fn out_format(name: &str) -> cosid_core::Result<OutFormat> {
-    match name {
-        "json" => Ok(OutFormat::Json),
-        "dec" | "hex" | "base62" => IdFormat::from_name(name).map(OutFormat::Id),
-        other => Err(Error::new(
-            ErrorKind::InvalidArgument,
-            format!("--format '{other}' is not an output format; use dec, hex, base62 or json"),
-        )),
+fn out_format(spec: &str) -> cosid_core::Result<OutFormat> {
+    if spec == "json" {
+        return Ok(OutFormat::Json);
     }
+    TextFormat::parse(spec).map(OutFormat::Id).map_err(|e| {
+        let m = e.message().replacen(
+            "expected dec,",
+            "expected json (one decoded id a line), dec,",
+            1,
+        );
+        Error::new(ErrorKind::InvalidArgument, format!("--format: {m}"))
+    })
 }
 
-pub(crate) fn render(layout: &Layout, format: OutFormat, id: u64) -> cosid_core::Result<String> {
+pub(crate) fn render(layout: &Layout, format: &OutFormat, id: u64) -> cosid_core::Result<String> {
     match format {
         OutFormat::Id(f) => f.format(layout, id),
         OutFormat::Json => convert::decode(layout, id).map(|i| i.to_json()),
@@ -289,9 +296,9 @@ fn cmd_next(a: NextArgs) -> cosid_core::Result<Option<u8>> {
         Err(e) => return Err(e),
     };
     let result = if a.follow {
-        follow::run(&rt, format, a.rate)
+        follow::run(&rt, &format, a.rate)
     } else {
-        print_count(&rt, format, a.count)
+        print_count(&rt, &format, a.count)
     };
     // Ordered shutdown, also after an error: generators close, the slot is released.
     let closed = rt.close();
@@ -304,7 +311,7 @@ fn cmd_next(a: NextArgs) -> cosid_core::Result<Option<u8>> {
     closed.map(|()| None)
 }
 
-fn print_count(rt: &Runtime, format: OutFormat, count: u64) -> cosid_core::Result<()> {
+fn print_count(rt: &Runtime, format: &OutFormat, count: u64) -> cosid_core::Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut buf = vec![0u64; count.min(4096) as usize];
@@ -332,16 +339,28 @@ fn cmd_parse(a: ParseArgs) -> cosid_core::Result<()> {
         Some(p) => Config::from_path(p)?.layout,
         None => Layout::MILLIS,
     };
-    let forced = a.format.as_deref().map(IdFormat::from_name).transpose()?;
+    let forced = a
+        .format
+        .as_deref()
+        .map(TextFormat::parse)
+        .transpose()
+        .map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("--format: {}", e.message()),
+            )
+        })?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     for text in &a.ids {
-        let fmt = forced.unwrap_or(if text.starts_with("0x") || text.starts_with("0X") {
-            IdFormat::Hex
-        } else {
-            IdFormat::Decimal
+        let fmt = forced.clone().unwrap_or_else(|| {
+            TextFormat::new(if text.starts_with("0x") || text.starts_with("0X") {
+                IdFormat::Hex
+            } else {
+                IdFormat::Decimal
+            })
         });
-        let id = fmt.parse(&layout, text)?;
+        let id = fmt.parse_id(&layout, text)?;
         let _ = writeln!(out, "{}", convert::decode(&layout, id)?.to_json());
     }
     Ok(())
