@@ -32,6 +32,32 @@ proptest! {
     }
 
     #[test]
+    fn parse_text_form_on_arbitrary_bytes(data in prop::collection::vec(any::<u8>(), 0..64)) {
+        checks::parse_text_form(&data);
+    }
+
+    #[test]
+    fn parse_text_form_on_id_like_text(sel in any::<u8>(), setting in 0u8..0x80, text in
+        "[0-9A-Za-z]{1,13}|[12][0-9]{13,16}-[0-9]{1,4}-[0-9]{1,7}"
+    ) {
+        let mut data = vec![sel, setting];
+        data.extend_from_slice(text.as_bytes());
+        checks::parse_text_form(&data);
+    }
+
+    #[test]
+    fn parse_text_form_on_spec_like_text(sel in any::<u8>(), spec in
+        "(dec|hex|base62|radix62|radix36|friendly|radix)(,(pad-start|char-size|zone)=\
+         (true|false|[0-9]{1,3}|UTC|[+-][0-9]{2}:[0-9]{2}|Asia/Shanghai|Europe/[A-Z][a-z]{3,6}))\
+         {0,3}",
+        text in "[0-9A-Za-z]{1,13}|[12][0-9]{13,16}-[0-9]{1,4}-[0-9]{1,7}"
+    ) {
+        let mut data = vec![sel, 0x80];
+        data.extend_from_slice(format!("{spec}\n{text}").as_bytes());
+        checks::parse_text_form(&data);
+    }
+
+    #[test]
     fn parse_time_on_arbitrary_bytes(data in prop::collection::vec(any::<u8>(), 0..40)) {
         checks::parse_time(&data);
     }

@@ -9,7 +9,7 @@
 //! `credentials` feeds passwords of every shape to the URL parser, the store opener and the
 //! configuration parser and checks that no message shows them.
 
-use cosid_core::convert::{self, IdFormat};
+use cosid_core::convert::{self, IdFormat, TextFormat};
 use cosid_core::time;
 use cosid_core::{ErrorKind, Layout};
 
@@ -116,6 +116,59 @@ pub fn parse_id(data: &[u8]) {
                 );
             }
             None => assert!(id > l.max_id()),
+        }
+    }
+}
+
+/// Settings `parse_text_form` picks from with its second byte (beside the spec text it reads).
+const SETTINGS: [&str; 12] = [
+    "base62",
+    "radix62,pad-start=false",
+    "radix62,pad-start=false,char-size=4",
+    "radix62,char-size=10",
+    "radix36",
+    "radix36,pad-start=false",
+    "radix36,pad-start=false,char-size=12",
+    "friendly,pad-start=true",
+    "friendly,zone=Asia/Shanghai",
+    "friendly,zone=America/New_York,pad-start=true",
+    "friendly,zone=-03:30",
+    "friendly,zone=Australia/Lord_Howe",
+];
+
+/// Target `parse_text_form`: `TextFormat::parse` (the spec of a form and its options) and every
+/// setting's id parser. The first byte picks the layout (as in `parse_id`); the second picks a
+/// setting from `SETTINGS` or (from 0x80) takes the text up to the first newline as a spec; the
+/// rest is the id text.
+pub fn parse_text_form(data: &[u8]) {
+    let (layout, rest) = layout_from(data);
+    let Some((&sel, rest)) = rest.split_first() else {
+        return;
+    };
+    let text = String::from_utf8_lossy(rest);
+    let (spec, id_text) = if sel < 0x80 {
+        (SETTINGS[sel as usize % SETTINGS.len()], text.as_ref())
+    } else {
+        text.split_once('\n').unwrap_or((text.as_ref(), ""))
+    };
+    let Some(form) = invalid("TextFormat::parse", spec, TextFormat::parse(spec)) else {
+        return;
+    };
+    // A spec's canonical text reads back as the same setting.
+    assert_eq!(
+        TextFormat::parse(&form.to_string()).unwrap(),
+        form,
+        "{spec:?}"
+    );
+    if let Some(id) = invalid(spec, id_text, form.parse_id(&layout, id_text)) {
+        assert!(id <= layout.max_id(), "{spec}: {id_text:?}");
+        let again = form.format(&layout, id).unwrap();
+        if form.form() == IdFormat::Hex {
+            assert_eq!(form.parse_id(&layout, &again).unwrap(), id);
+        } else {
+            // One text per id, but friendly text of a repeated local hour, which reads as the
+            // earlier instant and writes back the same text.
+            assert_eq!(again, id_text, "{spec}: {id}");
         }
     }
 }
