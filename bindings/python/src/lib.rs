@@ -12,6 +12,7 @@ mod interrupt;
 mod issue;
 mod records;
 mod runtime;
+mod text;
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -110,6 +111,8 @@ fn _cosid(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(to_base62, m)?)?;
     m.add_function(wrap_pyfunction!(_sample_events, m)?)?;
     m.add_function(wrap_pyfunction!(from_base62, m)?)?;
+    m.add_function(wrap_pyfunction!(text::format_id, m)?)?;
+    m.add_function(wrap_pyfunction!(text::parse_id, m)?)?;
     m.add_function(wrap_pyfunction!(runtime::_shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(_error_for_kind, m)?)?;
     m.add_function(wrap_pyfunction!(_status_for_kind, m)?)?;
@@ -124,7 +127,9 @@ fn _cosid(m: &Bound<'_, PyModule>) -> PyResult<()> {
             "MAX_BATCH",
             "Runtime",
             "Stats",
+            "format_id",
             "from_base62",
+            "parse_id",
             "to_base62",
         ],
     )?;

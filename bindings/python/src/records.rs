@@ -71,6 +71,25 @@ impl From<&Layout> for PyLayout {
     }
 }
 
+impl PyLayout {
+    /// The core layout these fields describe (they came from one, so it is valid).
+    pub(crate) fn to_core(&self) -> cosid_core::Result<Layout> {
+        let unit = if self.unit == cosid_core::TimeUnit::Seconds.name() {
+            cosid_core::TimeUnit::Seconds
+        } else {
+            cosid_core::TimeUnit::Millis
+        };
+        Layout::new(
+            self.epoch_ms,
+            unit,
+            self.timestamp_bits,
+            self.node_bits,
+            self.sequence_bits,
+            self.js_safe,
+        )
+    }
+}
+
 #[pymethods]
 impl PyLayout {
     fn __repr__(&self) -> String {

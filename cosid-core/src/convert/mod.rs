@@ -263,6 +263,21 @@ pub fn parse_friendly(layout: &Layout, text: &str) -> Result<u64> {
     friendly::parse(layout, text, &FriendlyOptions::default())
 }
 
+/// The preset layout called `name` (`millis`, `seconds`, `safe-js-millis`, `safe-js-seconds`),
+/// for the bindings' `layout` arguments of [`TextFormat`] text.
+pub fn preset_layout(name: &str) -> Result<Layout> {
+    match name {
+        "millis" => Ok(Layout::MILLIS),
+        "seconds" => Ok(Layout::SECONDS),
+        "safe-js-millis" => Ok(Layout::SAFE_JS_MILLIS),
+        "safe-js-seconds" => Ok(Layout::SAFE_JS_SECONDS),
+        _ => Err(Error::invalid(format!(
+            "{} is not a preset layout; use millis, seconds, safe-js-millis or safe-js-seconds",
+            quoted(name)
+        ))),
+    }
+}
+
 /// An id taken apart, as `cosid parse` prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdInfo {

@@ -37,7 +37,9 @@ from cosid._cosid import (
     Stats,
     __version__,
     _shutdown,
+    format_id,
     from_base62,
+    parse_id,
     to_base62,
 )
 from cosid._errors import (
@@ -78,7 +80,9 @@ __all__ = [
     "WaitTimeoutError",
     "WindowClosedError",
     "__version__",
+    "format_id",
     "from_base62",
+    "parse_id",
     "to_base62",
 ]
 

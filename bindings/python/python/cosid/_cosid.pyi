@@ -15,7 +15,9 @@ __all__ = [
     "MAX_BATCH",
     "Runtime",
     "Stats",
+    "format_id",
     "from_base62",
+    "parse_id",
     "to_base62",
 ]
 
@@ -31,6 +33,17 @@ def to_base62(id: int, /) -> str:
 
 def from_base62(text: str, /) -> int:
     """The id that ``to_base62`` wrote as ``text``; ``InvalidArgumentError`` for any other text."""
+
+def format_id(id: int, format: str, /, *, layout: Union[Layout, str, None] = None) -> str:
+    """The text of ``id`` in ``format``: ``"dec"``, ``"hex"``, ``"base62"`` (``"radix62"``),
+    ``"radix36"`` or ``"friendly"``, with options after commas, as ``cosid --format`` takes
+    them: ``"radix62,pad-start=false,char-size=10"``, ``"friendly,zone=Asia/Shanghai,pad-start=true"``.
+    ``layout``: a ``Layout`` (``Runtime.layout``) or a preset name; default ``"millis"``.
+    ``InvalidArgumentError`` for a bad format, or an id the layout or setting cannot hold."""
+
+def parse_id(text: str, format: str, /, *, layout: Union[Layout, str, None] = None) -> int:
+    """The id that ``format_id`` wrote as ``text`` with the same ``format`` and ``layout``;
+    ``InvalidArgumentError`` for any other text."""
 
 def _shutdown() -> None: ...
 def _error_for_kind(kind: str, message: str) -> BaseException: ...
