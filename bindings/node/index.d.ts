@@ -94,6 +94,14 @@ export declare class Runtime {
   close(): Promise<void>
 }
 
+/**
+ * The text of `id` in `format`: `dec`, `hex`, `base62` (`radix62`), `radix36` or `friendly`,
+ * with options after commas as `cosid --format` takes them
+ * (`radix62,pad-start=false,char-size=10`, `friendly,zone=Asia/Shanghai,pad-start=true`).
+ * `layout`: a preset name or `rt.layout` (default `millis`).
+ */
+export declare function formatId(id: bigint, format: string, layout?: IdLayout | string): string
+
 /** Parses fixed-width base-62 text (exactly 11 characters of `0-9A-Za-z`) into an id. */
 export declare function fromBase62(text: string): bigint
 
@@ -124,6 +132,12 @@ export interface IdLayout {
   /** Bits of the sequence field. */
   sequenceBits: number
 }
+
+/**
+ * The id that `formatId` wrote as `text` with the same `format` and `layout`; throws
+ * `COSID_ERR_INVALID_ARGUMENT` for any other text.
+ */
+export declare function parseId(text: string, format: string, layout?: IdLayout | string): bigint
 
 /**
  * What a listener receives: the core's event vocabulary in camelCase, as every object of this

@@ -42,3 +42,5 @@ module.exports.Runtime = native.Runtime
 module.exports.Generator = native.Generator
 module.exports.toBase62 = native.toBase62
 module.exports.fromBase62 = native.fromBase62
+module.exports.formatId = native.formatId
+module.exports.parseId = native.parseId

@@ -25,6 +25,7 @@ mod methods;
 mod offload;
 mod ops;
 mod raw;
+mod text;
 
 use crate::error::{coded, throwing, type_error, Res};
 use crate::events::{JsEvent, Listeners};
