@@ -39,6 +39,12 @@ fn every_invariant_holds_after_every_step_across_seeds() {
             && total.releases > seeds as usize / 10,
         "too few grants, renewals or releases over {seeds} seeds: {total:?}"
     );
+    // Renewals and releases take the one-round-trip path (a compare-and-set against the
+    // version last written) most of the time, and the fallback (a read first) the rest.
+    assert!(
+        total.one_trip > total.renewals / 2 && total.one_trip < total.renewals + total.releases,
+        "the one-round-trip path is not exercised as it should be over {seeds} seeds: {total:?}"
+    );
 }
 
 #[test]

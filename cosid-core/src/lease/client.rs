@@ -291,12 +291,11 @@ impl LeaseClient {
                 let renewed =
                     rules::renew(&own.value, &req.owner, own.value.fence, now, self.terms);
                 if let Ok(renewed) = renewed {
-                    if self
-                        .store
-                        .cas_slot(&self.namespace, Some(own.version), &renewed)?
-                        .is_some()
+                    if let Some(version) =
+                        self.store
+                            .cas_slot(&self.namespace, Some(own.version), &renewed)?
                     {
-                        return Ok(self.granted(&renewed, now, Choice::Own, &records, req));
+                        return Ok(self.granted(renewed, version, now, Choice::Own, &records, req));
                     }
                 }
                 raced += 1;
@@ -337,12 +336,8 @@ impl LeaseClient {
             };
             let (version, current) = record_of(slot);
             let next = rules::acquire(&current, &req.owner, now, self.terms, floor_at_least);
-            if self
-                .store
-                .cas_slot(&self.namespace, version, &next)?
-                .is_some()
-            {
-                return Ok(self.granted(&next, now, choice, &records, req));
+            if let Some(written) = self.store.cas_slot(&self.namespace, version, &next)? {
+                return Ok(self.granted(next, written, now, choice, &records, req));
             }
             raced += 1;
         }
@@ -351,7 +346,8 @@ impl LeaseClient {
 
     fn granted(
         &self,
-        rec: &SlotRecord,
+        rec: SlotRecord,
+        version: u64,
         now: i64,
         choice: Choice,
         records: &HashMap<u32, &Versioned<SlotRecord>>,
@@ -368,7 +364,7 @@ impl LeaseClient {
             .collect();
         duplicate_owner_key.sort_unstable();
         Acquisition {
-            lease: SlotLease::from_record(&self.namespace, rec, now),
+            lease: SlotLease::written(&self.namespace, rec, version, now, true),
             choice,
             duplicate_owner_key,
         }
@@ -395,8 +391,9 @@ impl LeaseClient {
         )
     }
 
-    /// Renews `lease`. A store error is returned as `Err` (retry later); a refusal as
-    /// `Renewal::Lost`.
+    /// Renews `lease`, reading the slot (and the store's clock) first: two round trips. The
+    /// keeper renews with [`LeaseClient::renew_at`], one round trip in the common case. A store
+    /// error is returned as `Err` (retry later); a refusal as `Renewal::Lost`.
     pub fn renew(&self, lease: &SlotLease) -> Result<Renewal> {
         for _ in 0..MAX_RACES {
             let (now, current) = self.store.read_slot(&self.namespace, lease.slot)?;
@@ -408,19 +405,59 @@ impl LeaseClient {
                     Ok(next) => next,
                     Err(refusal) => return Ok(Renewal::Lost(refusal)),
                 };
-            if self
-                .store
-                .cas_slot(&self.namespace, Some(current.version), &next)?
-                .is_some()
+            if let Some(version) =
+                self.store
+                    .cas_slot(&self.namespace, Some(current.version), &next)?
             {
-                return Ok(Renewal::Renewed(SlotLease::from_record(
+                return Ok(Renewal::Renewed(SlotLease::written(
                     &self.namespace,
-                    &next,
+                    next,
+                    version,
                     now,
+                    true,
                 )));
             }
         }
         Err(self.too_many_races("renewing"))
+    }
+
+    /// Renews `lease` as of `store_now`, an estimate of the store's clock (the last reading of
+    /// it plus the local monotonic time since): **one round trip** when the slot still holds the
+    /// record this lease last wrote, a compare-and-set against that record's version of the
+    /// record [`rules::renew`] makes of it. When that compare-and-set writes nothing (someone
+    /// else wrote the slot, a renewal whose answer was lost wrote it, the store lost it) or the
+    /// lease does not know its record, it falls back to [`LeaseClient::renew`]: read, then
+    /// compare-and-set, as of the clock the read returns.
+    ///
+    /// Why the estimate is safe (`docs/protocol.md` section 6): the compare-and-set succeeds
+    /// only if the slot's version is the one the store gave the record we wrote, and a version
+    /// never repeats for one key, so the slot holds exactly that record: the renewal is the one
+    /// a read-then-compare-and-set would have made if its read had returned it, with another
+    /// `now`. And `now` only decides `expires_at` (`max(expires_at, now + ttl)`) and with it the
+    /// ceiling, while `next_floor` moves with the ceiling in the same write: whatever `now`, the
+    /// next holder's floor is at or above every ceiling this holder was granted, and the holder
+    /// issues only up to a ceiling the store accepted. An estimate that is off moves when the
+    /// lease expires (availability), never which timestamps two holders may issue (safety).
+    pub fn renew_at(&self, lease: &SlotLease, store_now: i64) -> Result<Renewal> {
+        if let Some(w) = lease.last_written() {
+            if let Ok(next) =
+                rules::renew(&w.value, &lease.owner, lease.fence, store_now, self.terms)
+            {
+                if let Some(done) =
+                    self.store
+                        .cas_slot_timed(&self.namespace, Some(w.version), &next)?
+                {
+                    return Ok(Renewal::Renewed(SlotLease::written(
+                        &self.namespace,
+                        next,
+                        done.version,
+                        done.store_now.unwrap_or(store_now),
+                        done.store_now.is_some(),
+                    )));
+                }
+            }
+        }
+        self.renew(lease)
     }
 
     /// Releases `lease`, handing `last_issued` (unit start ms of the last issued timestamp) to
@@ -431,11 +468,26 @@ impl LeaseClient {
 
     /// [`LeaseClient::release`], returning the next floor the release wrote (what the next
     /// holder of the slot starts above), or `None` when the slot was no longer ours.
+    ///
+    /// One round trip in the common case: a compare-and-set against the version of the record
+    /// this lease last wrote, of the record [`rules::release`] makes of it (a release needs no
+    /// clock). Only when that writes nothing does it read the slot and try again as before.
     pub fn release_handing_over(
         &self,
         lease: &SlotLease,
         last_issued: Option<i64>,
     ) -> Result<Option<i64>> {
+        if let Some(w) = lease.last_written() {
+            if let Ok(next) = rules::release(&w.value, &lease.owner, lease.fence, last_issued) {
+                if self
+                    .store
+                    .cas_slot(&self.namespace, Some(w.version), &next)?
+                    .is_some()
+                {
+                    return Ok(Some(next.next_floor));
+                }
+            }
+        }
         for _ in 0..MAX_RACES {
             let (_, current) = self.store.read_slot(&self.namespace, lease.slot)?;
             let Some(current) = current else {

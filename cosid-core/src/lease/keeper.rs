@@ -84,6 +84,10 @@ struct State {
     failures: u32,
     /// Monotonic time when the next renewal (or re-acquisition) is due.
     due: Duration,
+    /// The last reading of the store's clock (ms) and the monotonic time it arrived: the base
+    /// of the estimate a renewal uses instead of reading the slot first (see
+    /// [`LeaseKeeper::store_now_estimate`]).
+    store_clock: Option<(i64, Duration)>,
     closed: bool,
 }
 
@@ -150,6 +154,7 @@ impl LeaseKeeper {
                 highest_ceiling: i64::MIN,
                 failures: 0,
                 due: Duration::ZERO,
+                store_clock: None,
                 closed: false,
             }),
             events,
@@ -252,9 +257,28 @@ impl LeaseKeeper {
         let mut st = self.lock();
         st.highest_ceiling = st.highest_ceiling.max(lease.ceiling);
         st.failures = 0;
-        st.due = self.clock.monotonic() + self.config.renew_every();
+        let now = self.clock.monotonic();
+        st.due = now + self.config.renew_every();
+        st.store_clock = Some((lease.store_now, now));
         st.lease = Some(lease);
         Ok(())
+    }
+
+    /// The store's clock now, estimated as the last reading of it plus the local monotonic time
+    /// since it arrived; `None` when there is no reading, or when the last one is a ttl old or
+    /// more (a store whose compare-and-set reports no clock: the renewal then reads the slot,
+    /// and with it the clock, so the estimate is refreshed at least once per ttl).
+    ///
+    /// The estimate only decides when the renewed lease expires: see
+    /// [`LeaseClient::renew_at`] for why it cannot make two windows overlap. The reading is
+    /// taken as of the end of the call that returned it, so with the two clocks running at the
+    /// same rate the estimate is never ahead of the store's clock at the renewal's write, and a
+    /// lease never expires later than a renewal that read the clock first would have made it.
+    fn store_now_estimate(st: &State, monotonic_now: Duration, ttl: Duration) -> Option<i64> {
+        let (store_ms, at) = st.store_clock?;
+        let since = monotonic_now.checked_sub(at)?;
+        (since < ttl)
+            .then(|| store_ms.saturating_add(i64::try_from(since.as_millis()).unwrap_or(i64::MAX)))
     }
 
     /// The store read its clock (`store_now`) somewhere between `started_ms` and now on our
@@ -288,7 +312,7 @@ impl LeaseKeeper {
     }
 
     fn step(&self, turn: &Turn<'_>, pending: &mut Pending) -> Duration {
-        let lease = {
+        let (lease, estimate) = {
             let st = self.lock();
             if st.closed {
                 return Duration::from_secs(3600);
@@ -297,20 +321,36 @@ impl LeaseKeeper {
             if now < st.due {
                 return st.due - now;
             }
-            st.lease.clone()
+            (
+                st.lease.clone(),
+                Self::store_now_estimate(&st, now, self.config.ttl),
+            )
         };
         let started_ms = self.clock.now_ms();
         match lease {
             None => self.reacquire(turn, pending),
-            Some(lease) => match self.client.renew(&lease) {
+            // One round trip in the common case (a compare-and-set against the version of the
+            // record we last wrote); a read first when there is no fresh estimate of the
+            // store's clock, or when that compare-and-set writes nothing.
+            Some(lease) => match match estimate {
+                Some(now) => self.client.renew_at(&lease, now),
+                None => self.client.renew(&lease),
+            } {
                 Ok(Renewal::Renewed(renewed)) => {
                     self.window.extend(renewed.ceiling);
                     Counters::bump(&self.counters.renewals);
-                    self.check_skew(started_ms, renewed.store_now, pending);
+                    let seen = renewed.store_clock_seen();
+                    if seen {
+                        self.check_skew(started_ms, renewed.store_now, pending);
+                    }
                     let mut st = self.lock();
                     st.highest_ceiling = st.highest_ceiling.max(renewed.ceiling);
                     st.failures = 0;
-                    st.due = self.clock.monotonic() + self.config.renew_every();
+                    let now = self.clock.monotonic();
+                    st.due = now + self.config.renew_every();
+                    if seen {
+                        st.store_clock = Some((renewed.store_now, now));
+                    }
                     st.lease = Some(renewed);
                 }
                 Ok(Renewal::Lost(refusal)) => {
@@ -487,6 +527,15 @@ mod tests {
         fn cas_slot(&self, ns: &str, e: Option<u64>, r: &SlotRecord) -> Result<Option<u64>> {
             self.check()?;
             self.took(self.inner.cas_slot(ns, e, r))
+        }
+        fn cas_slot_timed(
+            &self,
+            ns: &str,
+            e: Option<u64>,
+            r: &SlotRecord,
+        ) -> Result<Option<crate::store::Written>> {
+            self.check()?;
+            self.took(self.inner.cas_slot_timed(ns, e, r))
         }
     }
 

@@ -186,6 +186,11 @@ pub struct Snapshot {
 }
 
 /// A granted lease: the exclusive right to issue timestamps in `(floor, ceiling]` on `slot`.
+///
+/// It also remembers the record its last change wrote and the version the store gave it, so the
+/// next renewal or release can be one compare-and-set against that version, with no read first
+/// (`docs/protocol.md` section 6). Those fields are private: only a compare-and-set that
+/// succeeded sets them, which is what makes a compare-and-set against them sound.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotLease {
     /// The namespace.
@@ -202,12 +207,26 @@ pub struct SlotLease {
     pub floor: i64,
     /// Included upper bound of the window.
     pub ceiling: i64,
-    /// The store's clock when the lease was granted or renewed.
+    /// The store's clock when the lease was granted or renewed: as the store reported it, or,
+    /// for a renewal on a store that cannot report its clock with a compare-and-set, the
+    /// estimate the renewal used ([`SlotLease::store_clock_seen`] says which).
     pub store_now: i64,
+    /// The record the change that granted this lease wrote, with the version the store gave
+    /// it; `None` when not known.
+    written: Option<Versioned<SlotRecord>>,
+    /// Whether `store_now` was read from the store.
+    clock_seen: bool,
 }
 
 impl SlotLease {
-    pub(crate) fn from_record(namespace: &str, rec: &SlotRecord, store_now: i64) -> Self {
+    /// The lease a successful compare-and-set of `rec` (now at `version`) granted.
+    pub(crate) fn written(
+        namespace: &str,
+        rec: SlotRecord,
+        version: u64,
+        store_now: i64,
+        clock_seen: bool,
+    ) -> Self {
         SlotLease {
             namespace: namespace.to_string(),
             slot: rec.slot,
@@ -217,7 +236,33 @@ impl SlotLease {
             floor: rec.floor,
             ceiling: rec.ceiling,
             store_now,
+            written: Some(Versioned {
+                value: rec,
+                version,
+            }),
+            clock_seen,
         }
+    }
+
+    /// The record this lease's last change wrote, with its version, if it is still this
+    /// lease's own: same slot, owner and fence (a copy of a lease with a field changed by hand
+    /// no longer matches, and is renewed or released by reading the slot first).
+    pub(crate) fn last_written(&self) -> Option<&Versioned<SlotRecord>> {
+        self.written.as_ref().filter(|w| {
+            w.value.slot == self.slot
+                && w.value.fence == self.fence
+                && w.value.owner.as_ref() == Some(&self.owner)
+        })
+    }
+
+    /// The version of the record this lease's last change wrote (`None` if not known).
+    pub fn version(&self) -> Option<u64> {
+        self.last_written().map(|w| w.version)
+    }
+
+    /// Whether [`SlotLease::store_now`] was read from the store (`false`: an estimate).
+    pub fn store_clock_seen(&self) -> bool {
+        self.clock_seen
     }
 }
 

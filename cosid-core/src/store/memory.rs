@@ -2,7 +2,7 @@
 //! store share it (and so get distinct slots); nothing survives the process. The store clock is
 //! the host clock (or the clock a test passes).
 
-use super::{NamespaceSnapshot, SharedStore, SlotStore};
+use super::{NamespaceSnapshot, SharedStore, SlotStore, Written};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::Result;
 use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
@@ -150,5 +150,21 @@ impl SlotStore for MemoryStore {
             );
             Some(*versions)
         }))
+    }
+
+    /// The store clock is read as the write is made, as `read_slot` reads it.
+    fn cas_slot_timed(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &SlotRecord,
+    ) -> Result<Option<Written>> {
+        let now = self.clock.now_ms();
+        Ok(self
+            .cas_slot(namespace, expected, record)?
+            .map(|version| Written {
+                version,
+                store_now: Some(now),
+            }))
     }
 }

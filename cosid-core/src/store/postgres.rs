@@ -31,7 +31,7 @@
 //! What PostgreSQL must be set up to keep for uniqueness to hold is in `docs/stores.md`.
 
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
-use super::{NamespaceSnapshot, SlotStore, StoreUrl};
+use super::{NamespaceSnapshot, SlotStore, StoreUrl, Written};
 use crate::error::{Error, Result};
 use crate::lease::record::IdLayout;
 use crate::lease::{NamespaceRecord, Owner, SlotRecord, Snapshot, Versioned};
@@ -134,12 +134,14 @@ const UPDATE_NAMESPACE: &str =
 const INSERT_SLOT: &str = "INSERT INTO cosid_slot (namespace, slot, version, owner_key, \
      owner_incarnation, last_owner_key, fence, expires_at, floor_ms, ceiling_ms, next_floor_ms) \
      VALUES ($1, $2, nextval('cosid_version_seq'), $3, $4, $5, $6, $7, $8, $9, $10) \
-     ON CONFLICT (namespace, slot) DO NOTHING RETURNING version";
+     ON CONFLICT (namespace, slot) DO NOTHING RETURNING version, \
+     floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 const UPDATE_SLOT: &str = "UPDATE cosid_slot SET version = nextval('cosid_version_seq'), \
      owner_key = $3, owner_incarnation = $4, last_owner_key = $5, fence = $6, expires_at = $7, \
      floor_ms = $8, ceiling_ms = $9, next_floor_ms = $10 \
-     WHERE namespace = $1 AND slot = $2 AND version = $11 RETURNING version";
+     WHERE namespace = $1 AND slot = $2 AND version = $11 RETURNING version, \
+     floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 /// A statement parameter, owned so the statement can run on the store's IO thread.
 type Param = Box<dyn ToSql + Sync + Send>;
@@ -1002,6 +1004,19 @@ impl SlotStore for PostgresStore {
         expected: Option<u64>,
         record: &SlotRecord,
     ) -> Result<Option<u64>> {
+        Ok(self
+            .cas_slot_timed(namespace, expected, record)?
+            .map(|w| w.version))
+    }
+
+    /// The store clock is `clock_timestamp()` in the statement's `RETURNING` (as the reads
+    /// return it).
+    fn cas_slot_timed(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &SlotRecord,
+    ) -> Result<Option<Written>> {
         let what = "writing a slot record";
         let Ok(slot) = i32::try_from(record.slot) else {
             return Err(Error::invalid(format!(
@@ -1051,7 +1066,16 @@ impl SlotStore for PostgresStore {
                 )?
             }
         };
-        self.version_of(what, &rows)
+        let Some(version) = self.version_of(what, &rows)? else {
+            return Ok(None);
+        };
+        let now: i64 = rows[0]
+            .try_get(1)
+            .map_err(|e| self.bad_row(what, &e.to_string()))?;
+        Ok(Some(Written {
+            version,
+            store_now: Some(now),
+        }))
     }
 }
 

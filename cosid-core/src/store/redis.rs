@@ -34,7 +34,7 @@
 //! What Redis must be set up to keep for uniqueness to hold is in `docs/stores.md`.
 
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
-use super::{codec, NamespaceSnapshot, SlotStore, StoreUrl};
+use super::{codec, NamespaceSnapshot, SlotStore, StoreUrl, Written};
 use crate::error::{Error, Result};
 use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
 use redis::aio::MultiplexedConnection;
@@ -95,15 +95,17 @@ redis.call('SET', KEYS[1], string.format('%d', v) .. '|' .. ARGV[2])
 return v
 "#;
 
-/// KEYS: slots, counter. ARGV: slot, expected version ('' for none), record. Returns the new
-/// version or nil.
+/// KEYS: slots, counter. ARGV: slot, expected version ('' for none), record. Returns {the new
+/// version or nil, sec, usec}: the store clock comes with the answer, so a renewal needs no
+/// read first to see it.
 const CAS_SLOT: &str = r#"
+local t = redis.call('TIME')
 local cur = version_of(redis.call('HGET', KEYS[1], ARGV[1]), KEYS[1] .. '[' .. ARGV[1] .. ']')
 if type(cur) == 'table' then return cur end
-if cur ~= ARGV[2] then return false end
+if cur ~= ARGV[2] then return {false, t[1], t[2]} end
 local v = next_version(KEYS[2])
 redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', v) .. '|' .. ARGV[3])
-return v
+return {v, t[1], t[2]}
 "#;
 
 struct Scripts {
@@ -610,10 +612,16 @@ impl RedisStore {
             }
             self.io.failure(what, f)
         })?;
+        // A compare-and-set that wrote nothing answers nil, or (a slot's) {nil, sec, usec}.
+        let wrote = match &value {
+            Value::Nil => false,
+            Value::Array(items) => items.first().is_some_and(|v| *v != Value::Nil),
+            _ => true,
+        };
         match acked {
             // A compare-and-set that wrote (a version) counts only once N replicas have it; one
-            // that wrote nothing (nil) needs no acknowledgement.
-            Some(acked) if value != Value::Nil && acked < i64::from(self.shared.replicas) => {
+            // that wrote nothing needs no acknowledgement.
+            Some(acked) if wrote && acked < i64::from(self.shared.replicas) => {
                 if matches!(self.shared.target, Target::Sentinel { .. }) {
                     // This master may be cut off from the others: ask the sentinels again.
                     self.conn.drop_if_current(number);
@@ -945,6 +953,18 @@ impl SlotStore for RedisStore {
         expected: Option<u64>,
         record: &SlotRecord,
     ) -> Result<Option<u64>> {
+        Ok(self
+            .cas_slot_timed(namespace, expected, record)?
+            .map(|w| w.version))
+    }
+
+    /// The store clock is `TIME`, read inside the compare-and-set's script.
+    fn cas_slot_timed(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &SlotRecord,
+    ) -> Result<Option<Written>> {
         let what = "writing a slot record";
         let k = keys(namespace);
         let reply = self.call(
@@ -958,7 +978,19 @@ impl SlotStore for RedisStore {
                 codec::encode_slot(record),
             ],
         )?;
-        version_reply(&reply).ok_or_else(|| self.malformed(what, &reply))
+        let Value::Array(parts) = &reply else {
+            return Err(self.malformed(what, &reply));
+        };
+        let [version, sec, usec] = parts.as_slice() else {
+            return Err(self.malformed(what, &reply));
+        };
+        let store_now = self.store_now(what, sec, usec)?;
+        Ok(version_reply(version)
+            .ok_or_else(|| self.malformed(what, &reply))?
+            .map(|version| Written {
+                version,
+                store_now: Some(store_now),
+            }))
     }
 }
 

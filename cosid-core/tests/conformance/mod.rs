@@ -42,9 +42,10 @@ use cosid_core::lease::{
     AcquireRequest, Acquisition, Choice, LeaseClient, NamespaceRecord, Owner, Refusal, Renewal,
     SlotLease, SlotRecord, Terms, Versioned,
 };
-use cosid_core::store::{SharedStore, StoreUrl};
+use cosid_core::store::{NamespaceSnapshot, SharedStore, SlotStore, StoreUrl, Written};
 use cosid_core::{Clock, ErrorKind, Layout, ManualClock, TimeUnit};
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
@@ -76,6 +77,10 @@ macro_rules! conformance_suite {
             renew_with_a_stale_fence_is_lost,
             renew_by_another_incarnation_is_lost,
             renew_after_release_is_lost,
+            renewal_and_release_are_one_round_trip_each,
+            cas_slot_timed_reports_the_store_clock,
+            a_renewal_after_another_write_reads_the_slot_then_renews,
+            a_renewal_or_release_after_a_takeover_is_refused_and_writes_nothing,
             release_clears_the_owner_and_hands_over_the_last_issued_timestamp,
             release_of_a_holder_that_issued_nothing_sets_next_floor_to_floor,
             release_clamps_last_issued_into_the_window,
@@ -184,6 +189,122 @@ fn held(owner: &Owner, slot: u32, fence: u64) -> SlotRecord {
         ceiling: 2_000,
         next_floor: 2_000,
         ..SlotRecord::vacant(slot)
+    }
+}
+
+/// The store under test, counting the primitives called through it: each is one round trip to
+/// a network store (one transaction on SQLite). Every call goes to the real store unchanged.
+#[derive(Debug)]
+pub struct Counting {
+    inner: SharedStore,
+    /// snapshot, cas_namespace, read_slot, cas_slot, cas_slot_timed.
+    calls: [AtomicU64; 5],
+}
+
+/// The primitives called through a [`Counting`] store since the last look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Calls {
+    pub snapshot: u64,
+    pub cas_namespace: u64,
+    pub read_slot: u64,
+    pub cas_slot: u64,
+    pub cas_slot_timed: u64,
+}
+
+impl Calls {
+    /// Round trips: every primitive is one.
+    pub fn total(&self) -> u64 {
+        self.snapshot + self.cas_namespace + self.read_slot + self.cas_slot + self.cas_slot_timed
+    }
+}
+
+impl Counting {
+    /// `inner`, counted.
+    pub fn wrap(inner: SharedStore) -> Arc<Counting> {
+        Arc::new(Counting {
+            inner,
+            calls: Default::default(),
+        })
+    }
+
+    /// The calls since the last `take`, and a fresh count.
+    pub fn take(&self) -> Calls {
+        let n = |i: usize| self.calls[i].swap(0, Ordering::SeqCst);
+        Calls {
+            snapshot: n(0),
+            cas_namespace: n(1),
+            read_slot: n(2),
+            cas_slot: n(3),
+            cas_slot_timed: n(4),
+        }
+    }
+
+    fn count(&self, i: usize) {
+        self.calls[i].fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl SlotStore for Counting {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn snapshot(&self, namespace: &str) -> cosid_core::Result<NamespaceSnapshot> {
+        self.count(0);
+        self.inner.snapshot(namespace)
+    }
+    fn cas_namespace(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &NamespaceRecord,
+    ) -> cosid_core::Result<Option<u64>> {
+        self.count(1);
+        self.inner.cas_namespace(namespace, expected, record)
+    }
+    fn read_slot(
+        &self,
+        namespace: &str,
+        slot: u32,
+    ) -> cosid_core::Result<(i64, Option<Versioned<SlotRecord>>)> {
+        self.count(2);
+        self.inner.read_slot(namespace, slot)
+    }
+    fn cas_slot(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &SlotRecord,
+    ) -> cosid_core::Result<Option<u64>> {
+        self.count(3);
+        self.inner.cas_slot(namespace, expected, record)
+    }
+    fn cas_slot_timed(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &SlotRecord,
+    ) -> cosid_core::Result<Option<Written>> {
+        self.count(4);
+        self.inner.cas_slot_timed(namespace, expected, record)
+    }
+}
+
+/// The store's clock now, read through `store` (for an estimate a test passes to
+/// [`LeaseClient::renew_at`]).
+pub fn store_clock(store: &SharedStore, namespace: &str) -> i64 {
+    store
+        .read_slot(namespace, 0)
+        .unwrap_or_else(|e| panic!("reading the store's clock: {e}"))
+        .0
+}
+
+fn renewed_at(client: &LeaseClient, lease: &SlotLease, store_now: i64) -> SlotLease {
+    match client
+        .renew_at(lease, store_now)
+        .expect("renewal reaches the store")
+    {
+        Renewal::Renewed(l) => l,
+        Renewal::Lost(r) => panic!("renewal of slot {} refused: {r:?}", lease.slot),
     }
 }
 
@@ -826,7 +947,8 @@ pub fn renew_with_a_stale_fence_is_lost(open: Open) {
     let a = acquire(&c, &Owner::new("a")).lease;
     let before = record(&store, &ns, 0);
     for fence in [a.fence - 1, a.fence + 1] {
-        let stale = SlotLease { fence, ..a.clone() };
+        let mut stale = a.clone();
+        stale.fence = fence;
         assert_eq!(
             lost(&c, &stale),
             Refusal::NotHolder {
@@ -849,10 +971,8 @@ pub fn renew_by_another_incarnation_is_lost(open: Open) {
     let c = client(&store, &ns, 0, LONG);
     let a = acquire(&c, &Owner::new("svc:1")).lease;
     let before = record(&store, &ns, 0);
-    let twin = SlotLease {
-        owner: Owner::new("svc:1"),
-        ..a.clone()
-    };
+    let mut twin = a.clone();
+    twin.owner = Owner::new("svc:1");
     assert_eq!(
         lost(&c, &twin),
         Refusal::NotHolder {
@@ -878,6 +998,181 @@ pub fn renew_after_release_is_lost(open: Open) {
             owner: None,
             fence: a.fence + 1
         }
+    );
+}
+
+// ----------------------------------------------------------------------------------------------
+// one round trip per renewal and per release (docs/protocol.md section 6)
+// ----------------------------------------------------------------------------------------------
+
+/// A renewal as of an estimate of the store's clock is one compare-and-set against the version
+/// of the record the lease last wrote, with no read, and follows the table with the estimate as
+/// `now`; so is the next renewal, from the renewed lease; a release is one compare-and-set too.
+pub fn renewal_and_release_are_one_round_trip_each(open: Open) {
+    let store = open();
+    let counting = Counting::wrap(store.clone());
+    let ns = unique_namespace("one-round-trip");
+    let c = client(&(counting.clone() as SharedStore), &ns, 1, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    assert_eq!(a.version(), Some(record(&store, &ns, a.slot).version));
+    thread::sleep(Duration::from_millis(20));
+    let estimate = store_clock(&store, &ns);
+    counting.take();
+    let r = renewed_at(&c, &a, estimate);
+    assert_eq!(
+        counting.take(),
+        Calls {
+            cas_slot_timed: 1,
+            ..Calls::default()
+        },
+        "a renewal is one compare-and-set"
+    );
+    assert_eq!(
+        (r.slot, r.fence, r.floor, &r.owner),
+        (a.slot, a.fence, a.floor, &a.owner)
+    );
+    assert_eq!(r.expires_at, a.expires_at.max(estimate + LONG.ttl_ms));
+    assert_eq!(
+        r.ceiling,
+        a.ceiling.max(r.expires_at + LONG.tolerance_ms).max(r.floor)
+    );
+    assert!(r.ceiling > a.ceiling, "the estimate moved the window on");
+    let stored = record(&store, &ns, a.slot);
+    assert_eq!(r.version(), Some(stored.version));
+    assert_eq!(
+        (
+            stored.value.fence,
+            stored.value.expires_at,
+            stored.value.ceiling,
+            stored.value.next_floor
+        ),
+        (a.fence, r.expires_at, r.ceiling, r.ceiling)
+    );
+    counting.take();
+    let r2 = renewed_at(&c, &r, estimate + 10);
+    assert_eq!(counting.take().total(), 1, "and so is the next one");
+    assert_eq!(r2.version(), Some(record(&store, &ns, a.slot).version));
+    let last = r2.floor + 1;
+    assert!(c.release(&r2, Some(last)).unwrap());
+    assert_eq!(
+        counting.take(),
+        Calls {
+            cas_slot: 1,
+            ..Calls::default()
+        },
+        "a release is one compare-and-set"
+    );
+    let released = record(&store, &ns, a.slot).value;
+    assert_eq!(
+        (released.owner, released.fence, released.next_floor),
+        (None, a.fence + 1, last)
+    );
+}
+
+/// The compare-and-set a renewal makes reports the store's clock, read in the same round
+/// trip: the keeper's clock-skew check and its next estimate come from it.
+pub fn cas_slot_timed_reports_the_store_clock(open: Open) {
+    let store = open();
+    let ns = unique_namespace("timed-cas");
+    let c = client(&store, &ns, 0, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    let before = store_clock(&store, &ns);
+    let r = renewed_at(&c, &a, before);
+    let after = store_clock(&store, &ns);
+    assert!(
+        r.store_clock_seen(),
+        "{} reports no clock with a compare-and-set (implement SlotStore::cas_slot_timed)",
+        store.describe()
+    );
+    assert!(
+        before <= r.store_now && r.store_now <= after,
+        "the clock {} was not read between {before} and {after}",
+        r.store_now
+    );
+    let stale = store.cas_slot_timed(&ns, r.version().map(|v| v ^ 1), &SlotRecord::vacant(0));
+    assert_eq!(stale.unwrap(), None, "a stale version writes nothing");
+}
+
+/// When the slot no longer holds the record the lease last wrote (here: the same holder
+/// renewed through another handle, as a renewal whose answer was lost does), the
+/// compare-and-set writes nothing and the renewal reads the slot, then renews it.
+pub fn a_renewal_after_another_write_reads_the_slot_then_renews(open: Open) {
+    let store = open();
+    let counting = Counting::wrap(store.clone());
+    let ns = unique_namespace("fallback");
+    let c = client(&(counting.clone() as SharedStore), &ns, 0, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    let elsewhere = renewed(&client(&open(), &ns, 0, LONG), &a);
+    let before = record(&store, &ns, 0);
+    assert_ne!(a.version(), Some(before.version));
+    counting.take();
+    let r = renewed_at(&c, &a, store_clock(&store, &ns));
+    assert_eq!(
+        counting.take(),
+        Calls {
+            cas_slot_timed: 1,
+            read_slot: 1,
+            cas_slot: 1,
+            ..Calls::default()
+        },
+        "a compare-and-set that wrote nothing, then a read and a compare-and-set"
+    );
+    assert!(r.ceiling >= elsewhere.ceiling && r.fence == a.fence);
+    assert_eq!(r.version(), Some(record(&store, &ns, 0).version));
+    counting.take();
+    renewed_at(&c, &r, r.store_now);
+    assert_eq!(counting.take().total(), 1, "one round trip again after it");
+}
+
+/// A lease taken over after it expired: the old holder's renewal writes nothing with its
+/// compare-and-set, reads the slot and is refused (lost); its release too, and neither changes
+/// the new holder's record.
+pub fn a_renewal_or_release_after_a_takeover_is_refused_and_writes_nothing(open: Open) {
+    let store = open();
+    let counting = Counting::wrap(store.clone());
+    let ns = unique_namespace("fallback-takeover");
+    let short = Terms {
+        ttl_ms: 1,
+        tolerance_ms: 1_000,
+    };
+    let c = client(&(counting.clone() as SharedStore), &ns, 0, short);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    thread::sleep(Duration::from_millis(20));
+    let b = acquire(&client(&open(), &ns, 0, short), &Owner::new("b")).lease;
+    assert_eq!((b.slot, b.floor), (a.slot, a.ceiling));
+    let taken = record(&store, &ns, 0);
+    counting.take();
+    match c.renew_at(&a, store_clock(&store, &ns)).unwrap() {
+        Renewal::Lost(refusal) => assert_eq!(
+            refusal,
+            Refusal::NotHolder {
+                owner: Some(b.owner.clone()),
+                fence: b.fence
+            }
+        ),
+        Renewal::Renewed(l) => panic!("renewed a lease taken over: {l:?}"),
+    }
+    assert_eq!(
+        counting.take(),
+        Calls {
+            cas_slot_timed: 1,
+            read_slot: 1,
+            ..Calls::default()
+        }
+    );
+    assert!(!c.release(&a, Some(a.ceiling)).unwrap());
+    assert_eq!(
+        counting.take(),
+        Calls {
+            cas_slot: 1,
+            read_slot: 1,
+            ..Calls::default()
+        }
+    );
+    assert_eq!(
+        record(&store, &ns, 0),
+        taken,
+        "the new holder's record is untouched"
     );
 }
 
@@ -948,10 +1243,8 @@ pub fn release_of_a_lost_lease_changes_nothing(open: Open) {
     let ns = unique_namespace("release-lost");
     let c = client(&store, &ns, 0, LONG);
     let a = acquire(&c, &Owner::new("a")).lease;
-    let stale = SlotLease {
-        fence: a.fence + 7,
-        ..a.clone()
-    };
+    let mut stale = a.clone();
+    stale.fence = a.fence + 7;
     let before = record(&store, &ns, 0);
     assert!(!c.release(&stale, Some(a.ceiling)).unwrap());
     assert_eq!(record(&store, &ns, 0), before);

@@ -31,7 +31,7 @@ use cosid_core::lease::{
     KeeperConfig, LeaseClient, LeaseKeeper, NamespaceRecord, Owner, SlotRecord, Terms, Versioned,
 };
 use cosid_core::store::memory::MemoryStore;
-use cosid_core::store::{NamespaceSnapshot, SharedStore, SlotStore};
+use cosid_core::store::{NamespaceSnapshot, SharedStore, SlotStore, Written};
 use cosid_core::{Generator, Layout, TryNext, Window};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -73,11 +73,21 @@ impl Rng {
 }
 
 /// The real memory store, recording every slot record a successful compare-and-set wrote. Not a
-/// stand-in: every call goes to the memory store unchanged.
+/// stand-in: every call goes to the memory store unchanged. With `clockless` (chosen per seed)
+/// it drops the clock `cas_slot_timed` reports, as a store that cannot read its clock with a
+/// compare-and-set would: the keepers then renew from their estimate of the store's clock and
+/// read the slot about once per ttl.
 #[derive(Debug)]
 struct Recorder {
     inner: SharedStore,
     written: Mutex<Vec<SlotRecord>>,
+    clockless: bool,
+    /// Renewals and releases written by one compare-and-set against the version the holder
+    /// last wrote (the one-round-trip path: `cas_slot_timed`, or a `cas_slot` not preceded by a
+    /// read of the slot).
+    one_trip: Mutex<usize>,
+    /// Whether the last call was a read of a slot (so the next compare-and-set is a fallback).
+    after_read: Mutex<bool>,
 }
 
 impl SlotStore for Recorder {
@@ -100,6 +110,7 @@ impl SlotStore for Recorder {
         namespace: &str,
         slot: u32,
     ) -> cosid_core::Result<(i64, Option<Versioned<SlotRecord>>)> {
+        *self.after_read.lock().unwrap() = true;
         self.inner.read_slot(namespace, slot)
     }
     fn cas_slot(
@@ -108,11 +119,33 @@ impl SlotStore for Recorder {
         expected: Option<u64>,
         record: &SlotRecord,
     ) -> cosid_core::Result<Option<u64>> {
+        let after_read = std::mem::take(&mut *self.after_read.lock().unwrap());
         let written = self.inner.cas_slot(namespace, expected, record)?;
         if written.is_some() {
+            // A release (no owner) written without reading the slot first.
+            if !after_read && record.owner.is_none() {
+                *self.one_trip.lock().unwrap() += 1;
+            }
             self.written.lock().unwrap().push(record.clone());
         }
         Ok(written)
+    }
+    fn cas_slot_timed(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &SlotRecord,
+    ) -> cosid_core::Result<Option<Written>> {
+        *self.after_read.lock().unwrap() = false;
+        let written = self.inner.cas_slot_timed(namespace, expected, record)?;
+        if written.is_some() {
+            *self.one_trip.lock().unwrap() += 1;
+            self.written.lock().unwrap().push(record.clone());
+        }
+        Ok(written.map(|w| Written {
+            store_now: if self.clockless { None } else { w.store_now },
+            ..w
+        }))
     }
 }
 
@@ -141,6 +174,9 @@ pub struct Outcome {
     pub renewals: usize,
     /// Clean releases.
     pub releases: usize,
+    /// Renewals and releases written in one round trip (a compare-and-set against the version
+    /// the holder last wrote, no read first).
+    pub one_trip: usize,
 }
 
 /// A seed whose run broke an invariant.
@@ -170,6 +206,10 @@ struct Sim {
     checker: Checker,
     outcome: Outcome,
     log: Vec<String>,
+    /// The source of the owners' incarnations: seeded (a stream of its own, so the steps drawn
+    /// from `rng` are those of the seed whatever the incarnations), so a slot choice derived
+    /// from an incarnation is the same on every replay.
+    incarnations: Rng,
 }
 
 const T0: i64 = 1_800_000_000_000;
@@ -187,6 +227,9 @@ impl Sim {
         let recorder = Arc::new(Recorder {
             inner: MemoryStore::new(store_clock.clone() as SharedClock),
             written: Mutex::new(Vec::new()),
+            clockless: seed % 4 == 3,
+            one_trip: Mutex::new(0),
+            after_read: Mutex::new(false),
         });
         let bits = 1 + rng.below(2) as u8;
         let terms = Terms {
@@ -218,6 +261,7 @@ impl Sim {
             checker: Checker::new(),
             outcome: Outcome::default(),
             log: Vec::new(),
+            incarnations: Rng(seed ^ 0x1AC4_0A71_0000_0001),
         }
     }
 
@@ -272,10 +316,15 @@ impl Sim {
     }
 
     fn start(&mut self, i: usize) {
+        let incarnation =
+            uuid::Uuid::from_u64_pair(self.incarnations.next(), self.incarnations.next());
         let inst = &mut self.instances[i];
         let window = Arc::new(Window::new());
         let client = LeaseClient::new(self.store.clone(), "sim", self.bits, self.terms).unwrap();
-        let owner = Owner::new(inst.key.clone());
+        let owner = Owner {
+            key: inst.key.clone(),
+            incarnation,
+        };
         let config = KeeperConfig {
             ttl: Duration::from_millis(self.terms.ttl_ms as u64),
             acquire_timeout: Duration::ZERO,
@@ -446,6 +495,12 @@ impl Sim {
 /// Runs one seed for `steps` steps, checking every invariant after every step.
 pub fn run_seed(seed: u64, steps: usize) -> Result<Outcome, Failure> {
     let mut sim = Sim::new(seed);
+    let outcome = run(&mut sim, seed, steps)?;
+    let one_trip = *sim.recorder.one_trip.lock().unwrap();
+    Ok(Outcome { one_trip, ..outcome })
+}
+
+fn run(sim: &mut Sim, seed: u64, steps: usize) -> Result<Outcome, Failure> {
     for step in 0..steps {
         if let Err((invariant, e)) = sim.step(step) {
             let tail: Vec<_> = sim.log.iter().rev().take(25).rev().cloned().collect();
@@ -471,6 +526,7 @@ pub fn run_seeds(seeds: u64, steps: usize) -> Result<Outcome, Failure> {
         total.grants += o.grants;
         total.renewals += o.renewals;
         total.releases += o.releases;
+        total.one_trip += o.one_trip;
     }
     Ok(total)
 }
