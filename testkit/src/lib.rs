@@ -1,4 +1,4 @@
-//! Throwaway Redis, PostgreSQL and etcd servers for cosid's store tests.
+//! Throwaway Redis, PostgreSQL, etcd and MariaDB servers for cosid's store tests.
 //!
 //! Each server runs on free loopback ports with a temporary data directory, as a child of this
 //! process that can never outlive it: it is spawned from one long-lived thread with
@@ -6,11 +6,12 @@
 //! dedicated thread), and an `atexit` hook kills it and removes its directory when the test
 //! binary exits normally. A [`Server`] also stops on drop.
 //!
-//! - [`shared_redis_url`], [`shared_postgres_url`], [`shared_etcd_url`]: one server per test
-//!   binary (a `OnceLock`), or the server named by `COSID_TEST_REDIS_URL`,
-//!   `COSID_TEST_POSTGRES_URL` or `COSID_TEST_ETCD_URL` when set. For tests that leave the
-//!   server running.
-//! - [`Server::redis`], [`Server::postgres`], [`Server::etcd`]: a server of the caller's own,
+//! - [`shared_redis_url`], [`shared_postgres_url`], [`shared_etcd_url`], [`shared_mysql_url`]:
+//!   one server per test binary (a `OnceLock`), or the server named by `COSID_TEST_REDIS_URL`,
+//!   `COSID_TEST_POSTGRES_URL`, `COSID_TEST_ETCD_URL` or `COSID_TEST_MYSQL_URL` when set. For
+//!   tests that leave the server running.
+//! - [`Server::redis`], [`Server::postgres`], [`Server::etcd`], [`Server::mysql`]: a server of
+//!   the caller's own,
 //!   for fault tests that stop it, start it again ([`Server::stop`], [`Server::start`]: same data
 //!   directory, same port) or restart it empty ([`Server::restart_empty`]).
 //!
@@ -20,6 +21,8 @@
 //! PostgreSQL refuses to run as root; when the tests run as root its `initdb` and `postgres`
 //! run as the `postgres` user (uid and gid set in the child before `exec`, which is what
 //! `runuser -u postgres --` does, without an extra process in between that could outlive us).
+//! MariaDB (`mariadbd`, or a MySQL `mysqld`) runs with `--user=root` then, which it accepts when
+//! told.
 
 pub mod pg_standby;
 pub mod redis_ha;
@@ -50,6 +53,9 @@ pub enum Kind {
     Postgres,
     /// `etcd`.
     Etcd,
+    /// MariaDB (`mariadb-install-db` + `mariadbd`; MySQL's `mysqld` when that is what is
+    /// installed).
+    Mysql,
 }
 
 impl Kind {
@@ -58,6 +64,7 @@ impl Kind {
             Kind::Redis => "COSID_TEST_REDIS_URL",
             Kind::Postgres => "COSID_TEST_POSTGRES_URL",
             Kind::Etcd => "COSID_TEST_ETCD_URL",
+            Kind::Mysql => "COSID_TEST_MYSQL_URL",
         }
     }
 }
@@ -98,6 +105,13 @@ impl Server {
     /// A new single-member etcd cluster.
     pub fn etcd() -> Server {
         Server::new(Kind::Etcd)
+    }
+
+    /// A new MariaDB server (InnoDB, `innodb_flush_log_at_trx_commit = 1`, no binary log) with a
+    /// database `cosid`, a user `cosid` without a password and a user [`MYSQL_PASSWORD_USER`]
+    /// with one, both allowed everything.
+    pub fn mysql() -> Server {
+        Server::new(Kind::Mysql)
     }
 
     fn new(kind: Kind) -> Server {
@@ -165,6 +179,7 @@ impl Server {
             Kind::Redis => format!("redis://127.0.0.1:{}/0", self.port),
             Kind::Postgres => format!("postgres://postgres@127.0.0.1:{}/postgres", self.port),
             Kind::Etcd => format!("etcd://127.0.0.1:{}", self.port),
+            Kind::Mysql => format!("mysql://cosid@127.0.0.1:{}/cosid", self.port),
         }
     }
 
@@ -285,6 +300,44 @@ impl Server {
             Kind::Redis | Kind::Etcd => {
                 std::fs::create_dir_all(&data).expect("cosid-testkit: data dir");
             }
+            Kind::Mysql => {
+                let install = mysql_bin(&["mariadb-install-db", "mysql_install_db"]);
+                let mut cmd = Command::new(&install);
+                cmd.arg("--no-defaults")
+                    .arg(format!("--datadir={}", data.display()))
+                    .args([
+                        "--auth-root-authentication-method=normal",
+                        "--skip-test-db",
+                        "--skip-name-resolve",
+                    ])
+                    .stdin(Stdio::null());
+                if unsafe { libc::geteuid() } == 0 {
+                    cmd.arg("--user=root");
+                }
+                let out = cmd.output().unwrap_or_else(|e| {
+                    panic!("cosid-testkit: cannot run {}: {e}", install.display())
+                });
+                assert!(
+                    out.status.success(),
+                    "cosid-testkit: {} failed ({}):\n{}{}",
+                    install.display(),
+                    out.status,
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let (pw_user, pw) = MYSQL_PASSWORD_USER;
+                std::fs::write(
+                    self.dir.join("init.sql"),
+                    format!(
+                        "CREATE DATABASE IF NOT EXISTS cosid;\n\
+                         CREATE USER IF NOT EXISTS 'cosid'@'%';\n\
+                         GRANT ALL PRIVILEGES ON *.* TO 'cosid'@'%';\n\
+                         CREATE USER IF NOT EXISTS '{pw_user}'@'%' IDENTIFIED BY '{pw}';\n\
+                         GRANT ALL PRIVILEGES ON *.* TO '{pw_user}'@'%';\n"
+                    ),
+                )
+                .expect("cosid-testkit: init.sql");
+            }
             Kind::Postgres => {
                 let mut cmd = Command::new(pg_bin("initdb"));
                 cmd.arg("-D")
@@ -374,6 +427,37 @@ impl Server {
                 self.as_postgres_user(&mut cmd);
                 cmd
             }
+            Kind::Mysql => {
+                let mut cmd = Command::new(binary(Kind::Mysql));
+                // --no-defaults first: no my.cnf of the machine applies.
+                cmd.arg("--no-defaults")
+                    .arg(format!("--datadir={}", data.display()))
+                    .arg(format!("--port={}", self.port))
+                    .arg("--bind-address=127.0.0.1")
+                    .arg(format!(
+                        "--socket={}",
+                        self.dir.join("mysqld.sock").display()
+                    ))
+                    .arg(format!(
+                        "--pid-file={}",
+                        self.dir.join("mysqld.pid").display()
+                    ))
+                    .arg(format!(
+                        "--init-file={}",
+                        self.dir.join("init.sql").display()
+                    ))
+                    .args([
+                        "--skip-name-resolve",
+                        "--skip-log-bin",
+                        "--innodb-buffer-pool-size=32M",
+                        "--innodb-flush-log-at-trx-commit=1",
+                        "--max-connections=300",
+                    ]);
+                if unsafe { libc::geteuid() } == 0 {
+                    cmd.arg("--user=root");
+                }
+                cmd
+            }
             Kind::Etcd => {
                 let client = format!("http://127.0.0.1:{}", self.port);
                 let peer = format!("http://127.0.0.1:{}", self.peer_port);
@@ -398,6 +482,8 @@ impl Server {
             Kind::Redis => exchange(self.port, b"PING\r\n").is_some_and(|r| r.starts_with("+PONG")),
             Kind::Etcd => exchange(self.port, b"GET /health HTTP/1.0\r\n\r\n")
                 .is_some_and(|r| r.contains("\"health\":\"true\"")),
+            // The handshake packet: protocol version 10 after the 4-byte header.
+            Kind::Mysql => greeting(self.port).is_some_and(|g| g.get(4) == Some(&10)),
             Kind::Postgres => Command::new(pg_bin("pg_isready"))
                 .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-t", "1"])
                 .stdout(Stdio::null())
@@ -435,6 +521,15 @@ pub fn shared_etcd_url() -> String {
     shared(Kind::Etcd)
 }
 
+/// The URL of this test binary's shared MariaDB, or `COSID_TEST_MYSQL_URL`.
+pub fn shared_mysql_url() -> String {
+    shared(Kind::Mysql)
+}
+
+/// The user with a password on a [`Server::mysql`] (the `cosid` user of its URL has none), and
+/// that password: a test fixture, not a secret.
+pub const MYSQL_PASSWORD_USER: (&str, &str) = ("cosid_pw", "pw-of-the-test-server");
+
 fn shared(kind: Kind) -> String {
     if let Ok(url) = std::env::var(kind.env_var()) {
         if !url.trim().is_empty() {
@@ -444,10 +539,12 @@ fn shared(kind: Kind) -> String {
     static REDIS: OnceLock<Server> = OnceLock::new();
     static POSTGRES: OnceLock<Server> = OnceLock::new();
     static ETCD: OnceLock<Server> = OnceLock::new();
+    static MYSQL: OnceLock<Server> = OnceLock::new();
     let cell = match kind {
         Kind::Redis => &REDIS,
         Kind::Postgres => &POSTGRES,
         Kind::Etcd => &ETCD,
+        Kind::Mysql => &MYSQL,
     };
     cell.get_or_init(|| Server::new(kind)).url()
 }
@@ -662,6 +759,17 @@ fn exchange(port: u16, request: &[u8]) -> Option<String> {
     Some(String::from_utf8_lossy(&got).into_owned())
 }
 
+/// The first packet a MySQL server sends on a new connection.
+fn greeting(port: u16) -> Option<Vec<u8>> {
+    let addr = ([127, 0, 0, 1], port).into();
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(1000))).ok()?;
+    let mut buf = vec![0u8; 256];
+    let n = s.read(&mut buf).ok()?;
+    buf.truncate(n);
+    Some(buf)
+}
+
 fn tail(log: &Path) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
@@ -693,7 +801,25 @@ fn binary(kind: Kind) -> PathBuf {
             )
         }),
         Kind::Postgres => pg_bin("postgres"),
+        Kind::Mysql => mysql_bin(&["mariadbd", "mysqld"]),
     }
+}
+
+/// The first of `names` on PATH or in /usr/sbin (not on every user's PATH), or a panic naming
+/// the Debian package.
+fn mysql_bin(names: &[&str]) -> PathBuf {
+    names
+        .iter()
+        .find_map(|n| {
+            on_path(n).or_else(|| Some(Path::new("/usr/sbin").join(n)).filter(|p| p.is_file()))
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "cosid-testkit: none of {names:?} is on PATH or in /usr/sbin; install the Debian \
+                 package `mariadb-server` (apt-get install -y mariadb-server), or point \
+                 COSID_TEST_MYSQL_URL at a server the tests may use"
+            )
+        })
 }
 
 /// A PostgreSQL server program: from `$COSID_PG_BIN`, the newest `/usr/lib/postgresql/*/bin`,
@@ -765,8 +891,8 @@ mod tests {
     }
 
     #[test]
-    fn postgres_and_etcd_start_restart_and_stop() {
-        for server in [Server::postgres(), Server::etcd()] {
+    fn postgres_etcd_and_mysql_start_restart_and_stop() {
+        for server in [Server::postgres(), Server::etcd(), Server::mysql()] {
             assert!(server.ready(), "{:?}", server.kind());
             server.stop();
             assert!(!server.is_running() && !server.ready());

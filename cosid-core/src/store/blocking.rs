@@ -161,14 +161,14 @@ pub(crate) enum Failure<E> {
 /// connection, or its error. So a thousand threads that call a fresh store at once open one
 /// connection, not a thousand (past the server's client limit and listen backlog), and when the
 /// server is unreachable they fail together after one connect timeout, not one after another.
-#[cfg(any(feature = "redis", feature = "postgres"))]
+#[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
 pub(crate) struct SharedConnection<C> {
     state: std::sync::Mutex<Connection<C>>,
     /// Connect attempts ended so far; written under `state`'s lock, read before taking it.
     attempts: std::sync::atomic::AtomicU64,
 }
 
-#[cfg(any(feature = "redis", feature = "postgres"))]
+#[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
 struct Connection<C> {
     /// The live connection and its number (the attempt that made it).
     current: Option<(u64, C)>,
@@ -176,7 +176,7 @@ struct Connection<C> {
     failed: Option<(crate::ErrorKind, String)>,
 }
 
-#[cfg(any(feature = "redis", feature = "postgres"))]
+#[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
 impl<C: Clone> SharedConnection<C> {
     pub(crate) fn new() -> Self {
         SharedConnection {
@@ -238,7 +238,7 @@ impl<C: Clone> SharedConnection<C> {
     }
 }
 
-#[cfg(all(test, any(feature = "redis", feature = "postgres")))]
+#[cfg(all(test, any(feature = "redis", feature = "postgres", feature = "mysql")))]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -10,7 +10,7 @@
 //! durable and visible to every later read (linearizable), and a version never repeats for one
 //! key. `docs/stores.md` says how each engine is set up to keep that.
 //!
-//! Store clients (rusqlite, redis, tokio-postgres, the etcd gateway client) never appear in this
+//! Store clients (rusqlite, redis, tokio-postgres, the etcd gateway client, mysql_async) never appear in this
 //! trait or anywhere in the public API.
 
 use crate::error::{Error, Result};
@@ -18,13 +18,20 @@ use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
 use std::fmt;
 use std::sync::Arc;
 
-#[cfg(any(feature = "redis", feature = "postgres", feature = "etcd"))]
+#[cfg(any(
+    feature = "redis",
+    feature = "postgres",
+    feature = "etcd",
+    feature = "mysql"
+))]
 mod blocking;
 #[cfg(any(feature = "redis", feature = "etcd"))]
 mod codec;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod memory;
+#[cfg(feature = "mysql")]
+pub mod mysql;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "redis")]
@@ -134,7 +141,7 @@ pub type SharedStore = Arc<dyn SlotStore>;
 
 /// Opens the store a URL names: `memory:`, `memory:NAME`, `sqlite://PATH`, and, when built with
 /// their features, `redis://`, `rediss://`, `redis+sentinel://`, `rediss+sentinel://`,
-/// `postgres://`, `postgresql://`, `etcd://`, `etcds://`.
+/// `postgres://`, `postgresql://`, `etcd://`, `etcds://`, `mysql://`, `mariadb://`.
 pub fn open(url: &str) -> Result<SharedStore> {
     let parsed = StoreUrl::parse(url)?;
     open_parsed(&parsed)
@@ -165,6 +172,8 @@ fn open_parsed(url: &StoreUrl) -> Result<SharedStore> {
         StoreUrl::Postgres { .. } => Ok(postgres::PostgresStore::open(url)?),
         #[cfg(feature = "etcd")]
         StoreUrl::Etcd { .. } => Ok(etcd::EtcdStore::open(url)?),
+        #[cfg(feature = "mysql")]
+        StoreUrl::Mysql { .. } => Ok(mysql::MysqlStore::open(url)?),
         // Unreachable when every store's feature is on.
         #[allow(unreachable_patterns)]
         other => Err(Error::config(format!(

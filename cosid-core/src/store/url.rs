@@ -34,6 +34,11 @@ pub enum StoreUrl {
         /// The URL as given (may hold a password).
         url: String,
     },
+    /// `mysql://…` or `mariadb://…` (MySQL or MariaDB).
+    Mysql {
+        /// The URL as given (may hold a password).
+        url: String,
+    },
 }
 
 impl StoreUrl {
@@ -57,7 +62,7 @@ impl StoreUrl {
             Error::config(format!(
                 "{what} {why} (the rest of the text is not shown, as it may hold a password); \
                  use memory:, sqlite:///path/slots.db, redis://host:6379, \
-                 postgres://user@host/db or etcd://host:2379"
+                 postgres://user@host/db, etcd://host:2379 or mysql://user@host/db"
             ))
         };
         if t.is_empty() {
@@ -99,6 +104,7 @@ impl StoreUrl {
                 Self::network(t, rest, &bad).map(|url| StoreUrl::Postgres { url })
             }
             "etcd" | "etcds" => Self::network(t, rest, &bad).map(|url| StoreUrl::Etcd { url }),
+            "mysql" | "mariadb" => Self::network(t, rest, &bad).map(|url| StoreUrl::Mysql { url }),
             _ if looks_like_scheme(scheme) => Err(bad("has an unknown scheme")),
             _ => Err(bad("has no scheme")),
         }
@@ -125,6 +131,7 @@ impl StoreUrl {
             StoreUrl::Redis { .. } => "redis",
             StoreUrl::Postgres { .. } => "postgres",
             StoreUrl::Etcd { .. } => "etcd",
+            StoreUrl::Mysql { .. } => "mysql",
         }
     }
 
@@ -133,15 +140,16 @@ impl StoreUrl {
         match self {
             StoreUrl::Memory { name } => format!("memory:{name}"),
             StoreUrl::Sqlite { path } => redact(&format!("sqlite://{}", path.display())),
-            StoreUrl::Redis { url } | StoreUrl::Postgres { url } | StoreUrl::Etcd { url } => {
-                redact(url)
-            }
+            StoreUrl::Redis { url }
+            | StoreUrl::Postgres { url }
+            | StoreUrl::Etcd { url }
+            | StoreUrl::Mysql { url } => redact(url),
         }
     }
 }
 
 /// The schemes of [`StoreUrl::parse`].
-const KNOWN_SCHEMES: [&str; 10] = [
+const KNOWN_SCHEMES: [&str; 12] = [
     "memory",
     "sqlite",
     "redis",
@@ -152,6 +160,8 @@ const KNOWN_SCHEMES: [&str; 10] = [
     "postgresql",
     "etcd",
     "etcds",
+    "mysql",
+    "mariadb",
 ];
 
 /// A URL scheme as RFC 3986 writes it (a letter, then letters, digits, `+`, `-`, `.`), short.
@@ -265,6 +275,11 @@ mod tests {
             StoreUrl::parse("etcd://a:2379,b:2379").unwrap(),
             StoreUrl::Etcd { .. }
         ));
+        for url in ["mysql://u:pw@h:3306/db", "MariaDB://u@h/db"] {
+            let parsed = StoreUrl::parse(url).unwrap();
+            assert!(matches!(parsed, StoreUrl::Mysql { .. }), "{url}");
+            assert_eq!(parsed.feature(), "mysql");
+        }
     }
 
     #[test]
@@ -278,6 +293,8 @@ mod tests {
             ("redis://", "'redis:…' has no host"),
             ("redis:h", "'redis:…' must have //"),
             ("redis+sentinel:///m", "'redis+sentinel:…' has no host"),
+            ("mysql://u:pw@/db", "'mysql:…' has no host"),
+            ("mariadb:h/db", "'mariadb:…' must have //"),
             ("memory:a b", "'memory:…' has a memory store name"),
         ] {
             let e = StoreUrl::parse(bad).unwrap_err();
@@ -320,6 +337,9 @@ mod tests {
             "SECRET:x@h",
             "u:SECRET@h",
             "etcd://u:pa/SECRET@h:2379",
+            "mysql://u:pa/SECRET@h:3306/db",
+            "mariadb://u:pa?SECRET@h/db?ssl-mode=required",
+            "mysql://SECRET@h/db",
             "redis+sentinel://u:pa/SECRET@s1,s2/m/0?replicas=1",
             "redis+sentinel://:SECRET@s1:26379/m",
             "memory:u:SECRET@h",

@@ -1,7 +1,7 @@
 //! `cosid-test-servers KIND...`: throwaway servers for test suites that are not written in Rust
 //! (the C, Python and Node tests), the same servers the Rust store tests use.
 //!
-//! Starts one server per KIND (`redis`, `postgres`, `etcd`) on free loopback ports, prints one
+//! Starts one server per KIND (`redis`, `postgres`, `etcd`, `mysql`) on free loopback ports, prints one
 //! line `COSID_TEST_<KIND>_URL=<url>` per server and then `ready`, and keeps them running until
 //! its standard input reaches end of file (the caller closes the pipe, or exits). The servers then
 //! stop and their data directories are removed; they also die with this process if it is killed.
@@ -20,6 +20,7 @@ fn kind_of(arg: &str) -> Option<(Kind, &'static str)> {
         "redis" => Some((Kind::Redis, "COSID_TEST_REDIS_URL")),
         "postgres" => Some((Kind::Postgres, "COSID_TEST_POSTGRES_URL")),
         "etcd" => Some((Kind::Etcd, "COSID_TEST_ETCD_URL")),
+        "mysql" => Some((Kind::Mysql, "COSID_TEST_MYSQL_URL")),
         _ => None,
     }
 }
@@ -31,7 +32,7 @@ fn main() -> ExitCode {
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.is_empty() {
-        eprintln!("usage: cosid-test-servers KIND... (KIND: redis, postgres, etcd)");
+        eprintln!("usage: cosid-test-servers KIND... (KIND: redis, postgres, etcd, mysql)");
         return ExitCode::from(2);
     }
     let mut servers = Vec::new();
@@ -39,7 +40,7 @@ fn main() -> ExitCode {
     for arg in &args {
         let Some((kind, var)) = kind_of(arg) else {
             eprintln!(
-                "cosid-test-servers: unknown server kind '{arg}'; use redis, postgres or etcd"
+                "cosid-test-servers: unknown server kind '{arg}'; use redis, postgres, etcd or mysql"
             );
             return ExitCode::from(2);
         };
@@ -50,6 +51,7 @@ fn main() -> ExitCode {
                     Kind::Redis => Server::redis(),
                     Kind::Postgres => Server::postgres(),
                     Kind::Etcd => Server::etcd(),
+                    Kind::Mysql => Server::mysql(),
                 };
                 lines.push(format!("{var}={}", server.url()));
                 servers.push(server);
