@@ -1,6 +1,6 @@
-/* libcosid reaches every network store: Redis, PostgreSQL and etcd servers started for the run
- * (scripts/test-c runs this under scripts/with-test-servers, which sets COSID_TEST_*_URL). A
- * server that is not named is a failure: a store test is never skipped. */
+/* libcosid reaches every network store: Redis, PostgreSQL, etcd and MariaDB servers started for
+ * the run (scripts/test-c runs this under scripts/with-test-servers, which sets
+ * COSID_TEST_*_URL). A server that is not named is a failure: a store test is never skipped. */
 #include "check.h"
 
 #include <unistd.h>
@@ -55,7 +55,8 @@ static void two_runtimes_share_a_namespace(const char *kind, const char *url) {
 int main(void) {
   const char *kinds[][2] = {{"redis", "COSID_TEST_REDIS_URL"},
                             {"postgres", "COSID_TEST_POSTGRES_URL"},
-                            {"etcd", "COSID_TEST_ETCD_URL"}};
+                            {"etcd", "COSID_TEST_ETCD_URL"},
+                            {"mysql", "COSID_TEST_MYSQL_URL"}};
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
     const char *url = getenv(kinds[i][1]);
     if (url == NULL || *url == '\0')

@@ -1,4 +1,4 @@
-// The addon reaches every store: Redis, PostgreSQL and etcd servers started for the run
+// The addon reaches every store: Redis, PostgreSQL, etcd and MariaDB servers started for the run
 // (scripts/test-node runs the tests under scripts/with-test-servers, which sets
 // COSID_TEST_*_URL). A test whose server is not named fails: a store test is never skipped.
 import { test } from 'node:test'
@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto'
 import { cosid, expectError, ids } from './helpers.mjs'
 
 const { Runtime } = cosid
-const KINDS = ['redis', 'postgres', 'etcd']
+const KINDS = ['redis', 'postgres', 'etcd', 'mysql']
 
 function storeUrl(kind) {
   const name = `COSID_TEST_${kind.toUpperCase()}_URL`
@@ -64,7 +64,12 @@ for (const kind of KINDS) {
   })
 }
 
-for (const store of ['redis://127.0.0.1:1', 'postgres://cosid@127.0.0.1:1/cosid', 'etcd://127.0.0.1:1']) {
+for (const store of [
+  'redis://127.0.0.1:1',
+  'postgres://cosid@127.0.0.1:1/cosid',
+  'etcd://127.0.0.1:1',
+  'mysql://cosid@127.0.0.1:1/cosid',
+]) {
   test(`${store}: an unreachable store is COSID_ERR_STORE naming it (the addon has its client)`, async () => {
     const error = await expectError(
       Runtime.create(config(store, freshNamespace(), { 'acquire-timeout': '300ms' })),

@@ -1,5 +1,6 @@
-"""The installed wheel reaches every store: Redis, PostgreSQL and etcd servers started for the run
-(scripts/test-python runs pytest under scripts/with-test-servers, which sets COSID_TEST_*_URL).
+"""The installed wheel reaches every store: Redis, PostgreSQL, etcd and MariaDB servers started for
+the run (scripts/test-python runs pytest under scripts/with-test-servers, which sets
+COSID_TEST_*_URL).
 A test whose server is not named fails: a store test is never skipped."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 import cosid
 from _support import issue_on_store, lease_config
 
-KINDS = ["redis", "postgres", "etcd"]
+KINDS = ["redis", "postgres", "etcd", "mysql"]
 
 
 def store_url(kind: str) -> str:
@@ -83,7 +84,12 @@ def test_processes_on_one_namespace_never_share_an_id(kind: str) -> None:
 
 @pytest.mark.parametrize(
     "url",
-    ["redis://127.0.0.1:1", "postgres://cosid@127.0.0.1:1/cosid", "etcd://127.0.0.1:1"],
+    [
+        "redis://127.0.0.1:1",
+        "postgres://cosid@127.0.0.1:1/cosid",
+        "etcd://127.0.0.1:1",
+        "mysql://cosid@127.0.0.1:1/cosid",
+    ],
 )
 def test_an_unreachable_store_is_a_store_error_naming_it(url: str) -> None:
     """The wheel carries every store client: an unreachable server is a StoreError (or a timeout)
