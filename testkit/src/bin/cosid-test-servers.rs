@@ -1,9 +1,10 @@
 //! `cosid-test-servers KIND...`: throwaway servers for test suites that are not written in Rust
 //! (the C, Python and Node tests), the same servers the Rust store tests use.
 //!
-//! Starts one server per KIND (`redis`, `postgres`, `etcd`, `mysql`) on free loopback ports, prints one
-//! line `COSID_TEST_<KIND>_URL=<url>` per server and then `ready`, and keeps them running until
-//! its standard input reaches end of file (the caller closes the pipe, or exits). The servers then
+//! Starts one server per KIND (`redis`, `postgres`, `etcd`, `mysql`: MariaDB) on free loopback
+//! ports, prints one line `COSID_TEST_<KIND>_URL=<url>` per server and then `ready`, and keeps
+//! them running until its standard input reaches end of file (the caller closes the pipe, or
+//! exits). The servers then
 //! stop and their data directories are removed; they also die with this process if it is killed.
 //! A kind whose `COSID_TEST_<KIND>_URL` is already set is not started: that URL is printed as it
 //! is, so a run against servers of the user's own works the same way.
