@@ -64,6 +64,12 @@
 #define COSID_BASE62_BUFFER_SIZE (COSID_BASE62_LEN + 1)
 
 /**
+ * Bytes a buffer needs for `cosid_format_id` in any format and layout: the longest text (a
+ * friendly id of a 20-bit slot and a 30-bit sequence, 36 characters) and its NUL.
+ */
+#define COSID_ID_TEXT_BUFFER_SIZE 40
+
+/**
  * The result of every fallible function. `COSID_OK` is 0; every other value is an error whose
  * detail is in `cosid_last_error_message`.
  *
@@ -691,6 +697,43 @@ cosid_status cosid_id_to_base62(uint64_t id, char *buf, size_t len, size_t *out_
  * Thread-safe.
  */
 cosid_status cosid_id_from_base62(const char *text, uint64_t *out);
+
+/**
+ * Writes the text of `id` in `format` into `buf` as a NUL-terminated string and stores its
+ * length (without the NUL) in `*out_len`. `format` is a form's name with options after commas:
+ * `"dec"`, `"hex"`, `"base62"` (or `"radix62"`), `"radix36"`, `"friendly"`, e.g.
+ * `"radix62,pad-start=false,char-size=10"` or `"friendly,zone=Asia/Shanghai,pad-start=true"`
+ * (docs/id-text.md). `layout` NULL is the millisecond preset.
+ *
+ * Errors: `COSID_ERR_NULL_ARGUMENT` (`buf`, `format`, `out_len`); `COSID_ERR_INVALID_ARGUMENT`
+ * for a bad format or layout, an id wider than the layout, or one the setting cannot write
+ * (radix text shorter than the id needs; friendly text past the year 9999), the detail says
+ * which; `COSID_ERR_BUFFER_TOO_SMALL` if the text and its NUL do not fit `len` bytes (nothing
+ * is written then; the detail says the size needed; `COSID_ID_TEXT_BUFFER_SIZE` always fits).
+ *
+ * Thread-safe.
+ */
+cosid_status cosid_format_id(const struct cosid_layout *layout,
+                             uint64_t id,
+                             const char *format,
+                             char *buf,
+                             size_t len,
+                             size_t *out_len);
+
+/**
+ * Parses `text` (NUL-terminated) written in `format` (as `cosid_format_id` takes it) for
+ * `layout` (NULL: the millisecond preset) into `*out`. Takes exactly the text that setting
+ * writes: a friendly id must be in the zone and padding it was written with.
+ *
+ * Errors: `COSID_ERR_NULL_ARGUMENT`; `COSID_ERR_INVALID_ARGUMENT` for a bad format or layout,
+ * or any other text (the detail quotes it and says what was expected); `*out` is unchanged then.
+ *
+ * Thread-safe.
+ */
+cosid_status cosid_parse_id(const struct cosid_layout *layout,
+                            const char *text,
+                            const char *format,
+                            uint64_t *out);
 
 /**
  * Sets (or, with `callback` NULL, removes) the function called with the runtime's events,

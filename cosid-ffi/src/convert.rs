@@ -57,7 +57,7 @@ impl cosid_layout {
         }
     }
 
-    fn to_layout(self, function: &'static str) -> Result<Layout, cosid_status> {
+    pub(crate) fn to_layout(self, function: &'static str) -> Result<Layout, cosid_status> {
         let unit = match self.unit_ms {
             1 => TimeUnit::Millis,
             1000 => TimeUnit::Seconds,

@@ -30,6 +30,8 @@ mod generator;
 
 mod convert;
 
+mod text;
+
 mod events;
 
 mod boundary;
@@ -54,6 +56,7 @@ pub use runtime::{
 pub use status::{
     cosid_last_error_length, cosid_last_error_message, cosid_status, cosid_status_name,
 };
+pub use text::{cosid_format_id, cosid_parse_id, COSID_ID_TEXT_BUFFER_SIZE};
 
 use std::os::raw::c_char;
 

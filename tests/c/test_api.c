@@ -405,6 +405,86 @@ static void test_base62(void) {
   EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_id_from_base62("00000000001", NULL));
 }
 
+/* Id text in CosId's forms (cosid_format_id, cosid_parse_id): the id of CosId's friendly
+ * converter test, written and read back in each setting. */
+static void test_text_forms(void) {
+  const uint64_t id = 295913926632165376ULL;
+  const struct {
+    const char *format, *text;
+  } cases[] = {
+      {"dec", "295913926632165376"},
+      {"base62", "0LrHucXALbs"},
+      {"radix62,pad-start=false", "LrHucXALbs"},
+      {"radix36", "028XOQD7HM874"},
+      {"radix36,pad-start=false,char-size=12", "28XOQD7HM874"},
+      {"friendly", "20220320053617924-5-0"},
+      {"friendly,zone=Asia/Shanghai", "20220320133617924-5-0"},
+      {"friendly,zone=+08:00,pad-start=true", "20220320133617924-0005-0000"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char buf[COSID_ID_TEXT_BUFFER_SIZE];
+    size_t n = 0;
+    OK(cosid_format_id(NULL, id, cases[i].format, buf, sizeof buf, &n));
+    if (strcmp(buf, cases[i].text) != 0 || n != strlen(cases[i].text))
+      FAIL("%s: wrote \"%s\" (%zu), expected \"%s\"", cases[i].format, buf, n, cases[i].text);
+    uint64_t back = 0;
+    OK(cosid_parse_id(NULL, cases[i].text, cases[i].format, &back));
+    CHECK(back == id);
+  }
+  /* A layout given: the second preset writes 14 digits of time. */
+  cosid_layout seconds;
+  OK(cosid_layout_preset("seconds", &seconds));
+  char b[COSID_ID_TEXT_BUFFER_SIZE];
+  size_t n = 0;
+  OK(cosid_format_id(&seconds, id, "friendly", b, sizeof b, &n));
+  CHECK(strchr(b, '-') - b == 14);
+  uint64_t back = 0;
+  OK(cosid_parse_id(&seconds, b, "friendly", &back));
+  CHECK(back == id);
+  EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_parse_id(NULL, b, "friendly", &back));
+  EXPECT_DETAIL("not exactly 17 digits");
+
+  /* Buffers: one byte short, NULL. Nothing written on failure. */
+  char small[11];
+  memset(small, '#', sizeof small);
+  n = 5;
+  EXPECT(COSID_ERR_BUFFER_TOO_SMALL,
+         cosid_format_id(NULL, id, "radix62,pad-start=false", small, 10, &n));
+  EXPECT_DETAIL("needs 11");
+  CHECK(n == 5 && small[0] == '#' && small[10] == '#');
+  OK(cosid_format_id(NULL, 1, "radix62,pad-start=false", small, 2, &n));
+  CHECK(n == 1 && strcmp(small, "1") == 0);
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_format_id(NULL, id, "dec", NULL, 40, &n));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_format_id(NULL, id, NULL, b, sizeof b, &n));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_format_id(NULL, id, "dec", b, sizeof b, NULL));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_parse_id(NULL, NULL, "dec", &back));
+  EXPECT(COSID_ERR_NULL_ARGUMENT, cosid_parse_id(NULL, "1", "dec", NULL));
+
+  /* Bad formats and text: the detail names the value and what is accepted. */
+  const struct {
+    const char *format, *text, *needle;
+  } bad[] = {
+      {"radix16", "1", "expected dec, hex, base62 (or radix62), radix36 or friendly"},
+      {"friendly,zone=Mars/Base", "1", "is not a time zone"},
+      {"radix62,char-size=12", "1", "use a number from 1 to 11"},
+      {"radix36", "028xoqd7hm874", "lower-case"},
+      {"friendly", "20220320133617924-0005-0000", "no leading zeros"},
+      {"friendly,zone=America/New_York", "20210314023000000-1-0", "does not exist"},
+  };
+  back = 99;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_parse_id(NULL, bad[i].text, bad[i].format, &back));
+    EXPECT_DETAIL(bad[i].needle);
+  }
+  CHECK(back == 99);
+  EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_format_id(NULL, id, "radix62,char-size=5", b, sizeof b, &n));
+  EXPECT_DETAIL("does not fit 5 radix-62 characters");
+  cosid_layout broken = seconds;
+  broken.unit_ms = 60000;
+  EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_format_id(&broken, id, "dec", b, sizeof b, &n));
+  EXPECT_DETAIL("unit_ms");
+}
+
 /*
  * The event vocabulary as docs/c-api.md documents it: the members of cosid_event by name, and
  * the members each kind sets. A renamed member fails to compile here; the Rust test
@@ -784,6 +864,7 @@ int main(void) {
   test_generators();
   test_parse_and_layouts();
   test_base62();
+  test_text_forms();
   test_event_vocabulary();
   test_events();
   test_callbacks_call_back();

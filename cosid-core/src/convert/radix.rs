@@ -163,7 +163,7 @@ impl Radix {
 
     /// Parses text as [`Radix::format`] writes it with this setting, and nothing else.
     pub fn parse(&self, text: &str) -> Result<u64> {
-        let what = format!("a radix-{} id", self.radix);
+        let what = format!("a radix-{0} (base-{0}) id", self.radix);
         let bad = |why: &str| {
             Error::invalid(format!(
                 "{} is not {what} ({why}); expected {}",
