@@ -513,7 +513,14 @@ fn a_store_file_deleted_under_its_holder_is_noticed_at_the_next_renewal() {
     let a = acquire(&c, &Owner::new("a")).lease;
     remove_store_files(&db);
     let newcomer = open(&db);
-    let b = acquire(&client(&newcomer, &ns, 1, LONG), &Owner::new("b")).lease;
+    let b = acquire_with(
+        &client(&newcomer, &ns, 1, LONG),
+        AcquireRequest {
+            preferred_slot: Some(a.slot),
+            ..request(&Owner::new("b"))
+        },
+    )
+    .lease;
     assert_eq!(
         (b.slot, b.floor),
         (a.slot, 0),
@@ -595,7 +602,14 @@ fn the_keeper_stops_issuing_when_its_store_file_is_deleted() {
     let first = keeper.lease().unwrap();
     remove_store_files(&db);
     let newcomer: SharedStore = Arc::new(SqliteStore::open_with_clock(&db, clock.clone()).unwrap());
-    let b = acquire(&client(&newcomer, &ns, 1, LONG), &Owner::new("b")).lease;
+    let b = acquire_with(
+        &client(&newcomer, &ns, 1, LONG),
+        AcquireRequest {
+            preferred_slot: Some(first.slot),
+            ..request(&Owner::new("b"))
+        },
+    )
+    .lease;
     assert_eq!(b.slot, first.slot);
     clock.advance(ttl / 3);
     keeper.tick();
@@ -770,22 +784,23 @@ fn a_read_only_store_fails_at_once() {
 fn a_runtime_leaves_its_slot_when_the_store_file_is_deleted_under_it() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("slots.db");
-    let config = || {
+    let config = |preferred: &str| {
         cosid_core::Config::from_yaml(&format!(
             "cosid:\n  namespace: deleted\n  max-wait: 5s\n  machine:\n    lease:\n      \
-             store: sqlite://{}\n      ttl: 600ms\n      tolerance: 100ms\n      bits: 1\n",
+             store: sqlite://{}\n      ttl: 600ms\n      tolerance: 100ms\n      bits: 1\n\
+             {preferred}",
             db.display()
         ))
         .unwrap()
     };
     let a = cosid_core::Runtime::builder()
-        .config(config())
+        .config(config(""))
         .build()
         .unwrap();
     let first = a.binding();
     remove_store_files(&db);
     let b = cosid_core::Runtime::builder()
-        .config(config())
+        .config(config(&format!("      preferred-slot: {}\n", first.slot)))
         .build()
         .unwrap();
     assert_eq!(

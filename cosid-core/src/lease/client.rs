@@ -32,8 +32,40 @@ pub enum Choice {
     Preferred,
     /// A free slot whose last owner had the same key.
     Sticky,
-    /// The lowest free slot (or, after lost races, a random free one).
-    Lowest,
+    /// A free slot, spread over the lowest free ones ([`spread_pick`]).
+    Free,
+}
+
+/// The fewest free slots a starter spreads over ([`spread_pick`]).
+pub const SPREAD_MIN: usize = 64;
+
+/// How many of the lowest free slots a starter spreads over: `max(SPREAD_MIN, 2 * held)`,
+/// doubled by every compare-and-set race this acquisition lost, at most `free` (see
+/// `docs/protocol.md` section 4 for why not all of them).
+pub fn spread_width(free: usize, held: usize, raced: u32) -> usize {
+    SPREAD_MIN
+        .max(held.saturating_mul(2))
+        .saturating_mul(1usize << raced.min(20))
+        .min(free)
+}
+
+/// The free slot a starter with `incarnation` takes on its attempt after `raced` lost races,
+/// from `lowest_free`, the lowest [`spread_width`] free slots in ascending order; `None` if
+/// there are none. A pure function of its inputs: the same snapshot, incarnation and attempt
+/// give the same slot (so the simulation replays it from its seed), while starters of different
+/// incarnations, reading the same snapshot at once, land on different slots instead of all
+/// racing for the lowest one.
+pub fn spread_pick(lowest_free: &[u32], incarnation: &uuid::Uuid, raced: u32) -> Option<u32> {
+    if lowest_free.is_empty() {
+        return None;
+    }
+    let (hi, lo) = incarnation.as_u64_pair();
+    // splitmix64's finaliser over the incarnation and the attempt.
+    let mut z = hi ^ lo.rotate_left(29) ^ u64::from(raced).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    Some(lowest_free[(z % lowest_free.len() as u64) as usize])
 }
 
 /// A successful acquisition.
@@ -240,7 +272,8 @@ impl LeaseClient {
         ))
     }
 
-    /// Acquires a slot in the protocol's order: own slot, preferred, sticky, lowest free. `Exhausted`
+    /// Acquires a slot in the protocol's order: own slot, preferred, sticky, a free one (spread
+    /// over the lowest free slots: [`spread_pick`]). `Exhausted`
     /// (with the earliest expiry) when every slot is held by a live lease; a store error after
     /// `MAX_RACES` rounds (lost compare-and-set races, or a namespace that never appears).
     pub fn acquire(&self, req: &AcquireRequest) -> Result<Acquisition> {
@@ -317,18 +350,17 @@ impl LeaseClient {
             if let Some(s) = sticky.first() {
                 candidates.push((*s, Choice::Sticky));
             }
-            if raced == 0 {
-                if let Some(s) = (0..self.limit).find(|s| free(*s)) {
-                    candidates.push((s, Choice::Lowest));
-                }
-            } else {
-                // After a lost race many acquirers are after the same lowest slot: spread out.
-                let free_slots: Vec<u32> = (0..self.limit).filter(|s| free(*s)).collect();
-                if !free_slots.is_empty() {
-                    let pick = free_slots
-                        [(uuid::Uuid::new_v4().as_u128() % free_slots.len() as u128) as usize];
-                    candidates.push((pick, Choice::Lowest));
-                }
+            // Spread starters over the lowest free slots, from the first attempt: many
+            // starting at once would otherwise all race for the lowest one.
+            let held = records
+                .values()
+                .filter(|r| !rules::is_free(&r.value, now))
+                .count();
+            let free_count = self.limit as usize - held;
+            let width = spread_width(free_count, held, raced);
+            let lowest_free: Vec<u32> = (0..self.limit).filter(|s| free(*s)).take(width).collect();
+            if let Some(pick) = spread_pick(&lowest_free, &req.owner.incarnation, raced) {
+                candidates.push((pick, Choice::Free));
             }
 
             let Some(&(slot, choice)) = candidates.first() else {
@@ -767,6 +799,78 @@ mod tests {
             store.snapshot("ns").unwrap().namespace.unwrap().version,
             version
         );
+    }
+
+    fn incarnation(i: u64) -> uuid::Uuid {
+        uuid::Uuid::from_u64_pair(0x5EED ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15), i)
+    }
+
+    /// 64 starters reading one empty snapshot of 1024 slots spread over the lowest 64 free
+    /// slots instead of all racing for slot 0; 1024 spread over all of them once they have
+    /// lost a few races.
+    #[test]
+    fn starters_reading_one_snapshot_spread_over_the_free_slots() {
+        let free: Vec<u32> = (0..1024).collect();
+        let picks = |n: u64, raced: u32| -> HashMap<u32, u32> {
+            let width = spread_width(free.len(), 0, raced);
+            let mut seen = HashMap::new();
+            for i in 0..n {
+                let slot = spread_pick(&free[..width], &incarnation(i), raced).unwrap();
+                assert!(
+                    (slot as usize) < width,
+                    "{slot} is not among the lowest {width}"
+                );
+                *seen.entry(slot).or_insert(0) += 1;
+            }
+            seen
+        };
+        assert_eq!(spread_width(1024, 0, 0), SPREAD_MIN);
+        // Every slot taken once would be 64 distinct; a uniform choice gives 64 * (1 - 1/e) ≈ 40
+        // on average. The old choice (the lowest free slot) gave 1.
+        let first = picks(64, 0);
+        assert!(
+            first.len() >= 32,
+            "only {} distinct slots of 64",
+            first.len()
+        );
+        assert!(*first.values().max().unwrap() <= 6, "{first:?}");
+        // After 4 lost races a starter spreads over 1024 slots.
+        assert_eq!(spread_width(1024, 0, 4), 1024);
+        let later = picks(1024, 4);
+        assert!(
+            later.len() >= 560,
+            "only {} distinct slots of 1024",
+            later.len()
+        );
+        // With 300 slots held, the first attempt already spreads over 600 free ones.
+        assert_eq!(spread_width(724, 300, 0), 600);
+        assert_eq!(spread_width(10, 300, 0), 10, "never more than are free");
+    }
+
+    #[test]
+    fn the_spread_choice_is_a_pure_function_of_its_inputs() {
+        let free: Vec<u32> = (0..64).map(|s| s * 3 + 1).collect();
+        for i in 0..200 {
+            let a = spread_pick(&free, &incarnation(i), 0);
+            assert_eq!(
+                a,
+                spread_pick(&free, &incarnation(i), 0),
+                "same inputs, same slot"
+            );
+            assert!(free.contains(&a.unwrap()));
+        }
+        // Another attempt of the same starter moves it (for most starters).
+        let moved = (0..200)
+            .filter(|i| {
+                spread_pick(&free, &incarnation(*i), 0) != spread_pick(&free, &incarnation(*i), 1)
+            })
+            .count();
+        assert!(
+            moved > 150,
+            "only {moved} of 200 starters moved after a lost race"
+        );
+        assert_eq!(spread_pick(&[], &incarnation(1), 0), None);
+        assert_eq!(spread_pick(&[7], &incarnation(1), 3), Some(7));
     }
 
     #[test]
