@@ -221,6 +221,7 @@ fn option_text_is_checked() {
             "its options are zone=ZONE and pad-start",
         ),
         ("friendly,zone=Mars/Olympus", "no such zone"),
+        ("friendly,zone=Etc/Unknown", "unknown zone"),
         ("friendly,zone=+8", "written ±HH:MM"),
         ("friendly,zone=+19:00", "out of range"),
         ("friendly,zone=", "empty"),
@@ -244,6 +245,8 @@ fn option_text_is_checked() {
             "friendly,zone=-03:30,pad-start=true",
         ),
         ("friendly,zone=Z", "friendly"),
+        ("friendly,zone=utc", "friendly"),
+        ("friendly,zone=Etc/UTC", "friendly,zone=Etc/UTC"),
     ] {
         let f = spec(s);
         assert_eq!(f.to_string(), canonical, "{s}");

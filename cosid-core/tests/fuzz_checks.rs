@@ -48,7 +48,7 @@ proptest! {
     #[test]
     fn parse_text_form_on_spec_like_text(sel in any::<u8>(), spec in
         "(dec|hex|base62|radix62|radix36|friendly|radix)(,(pad-start|char-size|zone)=\
-         (true|false|[0-9]{1,3}|UTC|[+-][0-9]{2}:[0-9]{2}|Asia/Shanghai|Europe/[A-Z][a-z]{3,6}))\
+         (true|false|[0-9]{1,3}|UTC|utc|Etc/UTC|Etc/Unknown|[+-][0-9]{2}:[0-9]{2}|Asia/Shanghai|Europe/[A-Z][a-z]{3,6}))\
          {0,3}",
         text in "[0-9A-Za-z]{1,13}|[12][0-9]{13,16}-[0-9]{1,4}-[0-9]{1,7}"
     ) {

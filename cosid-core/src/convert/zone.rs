@@ -72,6 +72,9 @@ impl Zone {
             return Err(bad("empty"));
         }
         match TimeZoneDatabase::bundled().get(text) {
+            Ok(tz) if tz.is_unknown() => Err(bad("the database's name for an unknown zone")),
+            // `utc` in another letter case is the database's UTC: the same zone as `UTC`.
+            Ok(tz) if tz.iana_name() == Some("UTC") => Ok(Zone::Utc),
             Ok(tz) => {
                 let name = tz.iana_name().unwrap_or(text).to_owned();
                 Ok(Zone::Named(name, tz))
