@@ -29,6 +29,9 @@ pub struct FriendlyOptions {
 /// 9999-12-31T23:59:59.999 (local), the last time `yyyy` can write.
 pub(crate) const MAX_FRIENDLY_MS: i64 = 253_402_300_799_999;
 
+/// 0000-01-01T00:00:00.000 (local), the first time `yyyy` can write.
+const MIN_FRIENDLY_MS: i64 = -62_167_219_200_000;
+
 /// Digits of `n` in decimal.
 fn digits(n: u32) -> usize {
     n.checked_ilog10().map_or(1, |d| d as usize + 1)
@@ -64,9 +67,9 @@ fn form(layout: &Layout, o: &FriendlyOptions) -> String {
 pub fn format(layout: &Layout, id: u64, o: &FriendlyOptions) -> Result<String> {
     let p = layout.decompose(id)?;
     let local = unit_start_ms_checked(layout, p.timestamp)
-        .filter(|ms| (-62_167_219_200_000..=MAX_FRIENDLY_MS).contains(ms))
+        .filter(|ms| (MIN_FRIENDLY_MS..=MAX_FRIENDLY_MS).contains(ms))
         .and_then(|ms| Some(ms + o.zone.offset_at(ms)? as i64 * 1000))
-        .filter(|ms| (-62_167_219_200_000..=MAX_FRIENDLY_MS).contains(ms))
+        .filter(|ms| (MIN_FRIENDLY_MS..=MAX_FRIENDLY_MS).contains(ms))
         .ok_or_else(|| {
             Error::invalid(format!(
                 "id {id} has a time outside the years 0000 to 9999 in {}, which friendly text \
