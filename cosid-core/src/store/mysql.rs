@@ -648,19 +648,29 @@ fn message(e: &mysql_async::Error) -> String {
             s.code, s.state, s.message
         ),
         mysql_async::Error::Server(s) => format!("ERROR {} ({}): {}", s.code, s.state, s.message),
-        other => {
-            let mut text = other.to_string();
-            let mut source = std::error::Error::source(other);
-            while let Some(s) = source {
-                let next = s.to_string();
-                if !text.contains(&next) {
-                    text = format!("{text}: {next}");
-                }
-                source = s.source();
-            }
-            text
+        other => chain_text(other),
+    }
+}
+
+/// An error and its sources in one line, each piece once: the client's texts repeat their
+/// sources' ("Input/output error: Input/output error: Connection refused …").
+fn chain_text(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut texts = vec![e.to_string()];
+    let mut source = e.source();
+    while let Some(s) = source {
+        texts.push(s.to_string());
+        source = s.source();
+    }
+    let mut out = texts.pop().unwrap_or_default();
+    for outer in texts.iter().rev() {
+        match outer.strip_suffix(out.as_str()) {
+            Some(prefix) if out.starts_with(prefix) => {}
+            Some(prefix) => out = format!("{prefix}{out}"),
+            None if outer.contains(out.as_str()) => out = outer.clone(),
+            None => out = format!("{outer}: {out}"),
         }
     }
+    out
 }
 
 /// Reads `mysql://[user[:password]@]host[:port]/database[?ssl-mode=…&ssl-ca=…]`.
@@ -1108,6 +1118,15 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.message().contains("/nonexistent.pem"), "{e}");
+    }
+
+    #[test]
+    fn an_error_chain_is_one_line_with_each_piece_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let e = mysql_async::Error::Io(mysql_async::IoError::Io(io));
+        let text = message(&e);
+        assert_eq!(text.matches("Connection refused").count(), 1, "{text}");
+        assert_eq!(text.matches("Input/output error").count(), 1, "{text}");
     }
 
     #[test]
