@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """cosid chaos harness: real `cosid next --follow` processes, real stores, real faults.
 
-Each scenario starts its own store (redis-server, PostgreSQL, etcd or an SQLite file) on
+Each scenario starts its own store (redis-server, PostgreSQL, etcd, MariaDB or an SQLite file) on
 127.0.0.1, runs several `cosid next --follow` processes in one namespace with a short ttl (2s)
 and tolerance (500ms) so that faults bite within seconds, applies a fault (clock skew with
 libfaketime, the store's clock jumping, SIGSTOP past the ttl, SIGKILL and restart, duplicate
@@ -12,7 +12,7 @@ process and slot, every id on a slot its process was seen holding, every process
 said why not, every process stopped cleanly on SIGTERM, and no password in any output.
 
 Usage:
-  chaos.py [--cosid PATH] [--stores sqlite,redis,postgres,etcd] [--only NAME,...]
+  chaos.py [--cosid PATH] [--stores sqlite,redis,postgres,etcd,mysql] [--only NAME,...]
            [--minutes N] [--jobs N] [--report FILE] [--update-docs docs/reliability.md]
 
 Without --minutes: the short form, every scenario once on every store it applies to.
@@ -47,7 +47,7 @@ from procs import Proc, Verdict, check_ids, decode  # noqa: E402
 from proxy import Proxy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-STORES = ["sqlite", "redis", "postgres", "etcd"]
+STORES = ["sqlite", "redis", "postgres", "etcd", "mysql"]
 TTL, TOLERANCE = "2s", "500ms"
 TTL_S, TOL_S = 2.0, 0.5
 EXPIRY_S = TTL_S + TOL_S
@@ -99,7 +99,8 @@ class Run:
         # Passwords: random per run, long enough that a hit in a grep is never chance.
         self.redis_password = "rp-" + secrets.token_hex(12)
         self.pg_password = "pp-" + secrets.token_hex(12)
-        self.passwords = [self.redis_password, self.pg_password]
+        self.mysql_password = "mp-" + secrets.token_hex(12)
+        self.passwords = [self.redis_password, self.pg_password, self.mysql_password]
         self._pg_template = None
         self._pg_lock = threading.Lock()
         self._certs = None
@@ -165,7 +166,8 @@ def probe_wheel_stores(python: str) -> set[str]:
     naming the missing feature; one it has fails to connect to port 1 with a StoreError)."""
     probe = (
         "import cosid, sys\n"
-        "urls = {'redis': 'redis://127.0.0.1:1/0', 'postgres': 'postgres://x@127.0.0.1:1/x', 'etcd': 'etcd://127.0.0.1:1'}\n"
+        "urls = {'redis': 'redis://127.0.0.1:1/0', 'postgres': 'postgres://x@127.0.0.1:1/x', 'etcd': 'etcd://127.0.0.1:1',\n"
+        "        'mysql': 'mysql://x@127.0.0.1:1/x'}\n"
         "for kind, url in urls.items():\n"
         "    try:\n"
         "        cosid.Runtime({'cosid': {'namespace': 'probe', 'machine': {'lease': {'store': url, 'acquire-timeout': '100ms'}}}}).close()\n"
@@ -224,7 +226,8 @@ def probe_c_stores(worker) -> set[str]:
     """Store kinds a worker's library was built with: a missing one exits 1 (COSID_ERR_CONFIG),
     an unreachable one 2 (COSID_ERR_STORE) or another error."""
     worker = [worker] if isinstance(worker, str) else list(worker)
-    urls = {"redis": "redis://127.0.0.1:1/0", "postgres": "postgres://x@127.0.0.1:1/x", "etcd": "etcd://127.0.0.1:1"}
+    urls = {"redis": "redis://127.0.0.1:1/0", "postgres": "postgres://x@127.0.0.1:1/x", "etcd": "etcd://127.0.0.1:1",
+            "mysql": "mysql://x@127.0.0.1:1/x"}
     kinds = {"sqlite"}
     for kind, url in urls.items():
         try:
@@ -319,6 +322,8 @@ class Ctx:
                 s = servers.Postgres(self.dir, self.run.pg_template(), clock_file=clock_file, tls=certs)
         elif kind == "etcd":
             s = (servers.EtcdCluster if cluster else servers.Etcd)(self.dir, clock_file=clock_file)
+        elif kind == "mysql":
+            s = servers.Mysql(self.dir, self.run.mysql_password, clock_file=clock_file)
         else:
             raise ValueError(kind)
         if certs:

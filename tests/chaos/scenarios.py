@@ -10,8 +10,8 @@ from typing import Callable
 from procs import decode, now_ms
 from servers import connected
 
-ALL = ["sqlite", "redis", "postgres", "etcd"]
-NET = ["redis", "postgres", "etcd"]
+ALL = ["sqlite", "redis", "postgres", "etcd", "mysql"]
+NET = ["redis", "postgres", "etcd", "mysql"]
 CLOCKED = ["redis", "postgres"]  # stores with a clock of their own (SQLite: the host's; etcd: the client's)
 
 TTL_S, TOL_S = 2.0, 0.5
@@ -795,7 +795,7 @@ def fork_after_start(ctx):
 # Security
 
 
-@scenario("credentials-in-errors", ["redis", "postgres"], check_holders=False, errors_ok=True,
+@scenario("credentials-in-errors", ["redis", "postgres", "mysql"], check_holders=False, errors_ok=True,
           procs_note="one-shot commands", why="-")
 def credentials(ctx):
     """Wrong password, unreachable store, bad URL: every error names the store without the

@@ -1,15 +1,17 @@
-"""Throwaway stores for the chaos harness: redis-server, PostgreSQL, etcd, and an SQLite file.
+"""Throwaway stores for the chaos harness: redis-server, PostgreSQL, etcd, MariaDB, and an SQLite
+file.
 
 Every server listens on 127.0.0.1 only, on a free port, with a data directory under the
 scenario's own directory. Each can be killed (like a crash), started again with its data,
 restarted empty, and run under libfaketime with a clock the harness moves.
 
-Redis and PostgreSQL always run with a password (the harness later greps every captured output
+Redis, PostgreSQL and MariaDB always run with a password (the harness later greps every captured output
 for it). Nothing here talks to anything but 127.0.0.1.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pwd
@@ -501,6 +503,82 @@ class Postgres(Server):
         if self.tls and sslmode.startswith("verify"):
             q += f"&sslrootcert={self.tls['ca']}"
         return f"postgres://cosid:{pw}@127.0.0.1:{port or self.port}/cosid{q}"
+
+
+def _mysql_bin(names: list[str]) -> str:
+    for n in names:
+        found = shutil.which(n) or (f"/usr/sbin/{n}" if os.path.exists(f"/usr/sbin/{n}") else None)
+        if found:
+            return found
+    raise RuntimeError(f"none of {names} is installed: apt-get install -y mariadb-server")
+
+
+class Mysql(Server):
+    """One MariaDB server (`mariadbd`; MySQL's `mysqld` where that is installed): InnoDB with
+    `innodb_flush_log_at_trx_commit=1` and no binary log (every acknowledged commit is on disk: a
+    SIGKILL loses nothing), a database `cosid` and a user `cosid` with the password, made at
+    every start by an init file (idempotent), TCP on 127.0.0.1 only. As root it runs with
+    `--user=root`."""
+
+    kind = "mysql"
+
+    def __init__(self, root: Path, password: str, clock_file: Path | None = None):
+        super().__init__(root, password, clock_file)
+        self.data = root / "mysql-data"
+        self.init_file = root / "mysql-init.sql"
+        # The password as mysql_native_password's hash: the harness greps every file of a
+        # scenario for the passwords, and this one must not count.
+        digest = hashlib.sha1(hashlib.sha1(password.encode()).digest()).hexdigest().upper()
+        self.init_file.write_text(
+            "CREATE DATABASE IF NOT EXISTS cosid;\n"
+            f"CREATE USER IF NOT EXISTS 'cosid'@'%' IDENTIFIED BY PASSWORD '*{digest}';\n"
+            "GRANT ALL PRIVILEGES ON cosid.* TO 'cosid'@'%';\n")
+        os.chmod(self.init_file, 0o600)
+        self.wipe()
+
+    def wipe(self) -> None:
+        shutil.rmtree(self.data, ignore_errors=True)
+        cmd = [_mysql_bin(["mariadb-install-db", "mysql_install_db"]), "--no-defaults",
+               f"--datadir={self.data}", "--auth-root-authentication-method=normal", "--skip-test-db",
+               "--skip-name-resolve"]
+        if os.geteuid() == 0:
+            cmd.append("--user=root")
+        out = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        if out.returncode != 0:
+            raise RuntimeError(f"mariadb-install-db failed: {out.stdout[-1000:]}{out.stderr[-1000:]}")
+
+    def command(self) -> list[str]:
+        cmd = [
+            _mysql_bin(["mariadbd", "mysqld"]), "--no-defaults", f"--datadir={self.data}",
+            f"--port={self.port}", "--bind-address=127.0.0.1",
+            f"--socket={self.root / 'mysqld.sock'}", f"--pid-file={self.root / 'mysqld.pid'}",
+            f"--init-file={self.init_file}", "--skip-name-resolve", "--skip-log-bin",
+            "--innodb-flush-log-at-trx-commit=1", "--innodb-buffer-pool-size=32M", "--max-connections=300",
+        ]
+        if os.geteuid() == 0:
+            cmd.append("--user=root")
+        return cmd
+
+    def ready(self, timeout: float) -> bool:
+        # The port opens after crash recovery and the init file; the greeting says it serves.
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                return False
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                    s.settimeout(1.0)
+                    greeting = s.recv(64)
+                    if len(greeting) > 4 and greeting[4] == 10:
+                        return True
+            except OSError:
+                pass
+            time.sleep(0.1)
+        return False
+
+    def url(self, port=None, password=None) -> str:
+        pw = self.password if password is None else password
+        return f"mysql://cosid:{pw}@127.0.0.1:{port or self.port}/cosid"
 
 
 class Etcd(Server):
