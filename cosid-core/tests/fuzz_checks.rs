@@ -106,6 +106,12 @@ proptest! {
         checks::credential_hidden(sel, &pw);
     }
 
+    /// The same with the MySQL schemes, which the selector byte of the one above cannot reach.
+    #[test]
+    fn credentials_never_show_in_mysql_urls(sel in any::<u8>(), pw in password(), which in 0..2usize) {
+        checks::credential_hidden_in(checks::MORE_CREDENTIAL_SCHEMES[which], sel, &pw);
+    }
+
     #[test]
     fn credentials_on_arbitrary_bytes(data in prop::collection::vec(any::<u8>(), 0..40)) {
         checks::credentials(&data);

@@ -239,6 +239,11 @@ const CREDENTIAL_SCHEMES: [&str; 13] = [
     "",
 ];
 
+/// Schemes beyond [`CREDENTIAL_SCHEMES`], whose 13 entries are all a selector byte reaches with
+/// 20 shapes (and whose order the saved regression cases depend on): checked through
+/// [`credential_hidden_in`] by a proptest of their own.
+pub const MORE_CREDENTIAL_SCHEMES: [&str; 2] = ["mysql", "mariadb"];
+
 /// The recognisable pieces of a password: its runs of five or more letters and digits that hold
 /// both (no message of cosid's own has such a run).
 pub fn password_marks(password: &str) -> Vec<String> {
@@ -270,6 +275,13 @@ pub fn credentials(data: &[u8]) {
 
 /// The check of [`credentials`] for one shape selector and password.
 pub fn credential_hidden(sel: u8, password: &str) {
+    let scheme =
+        CREDENTIAL_SCHEMES[sel as usize / CREDENTIAL_SHAPES.len() % CREDENTIAL_SCHEMES.len()];
+    credential_hidden_in(scheme, sel, password);
+}
+
+/// [`credential_hidden`] with the scheme given (the shape still from `sel`).
+pub fn credential_hidden_in(scheme: &str, sel: u8, password: &str) {
     use cosid_core::config::Config;
     use cosid_core::store::StoreUrl;
 
@@ -278,8 +290,6 @@ pub fn credential_hidden(sel: u8, password: &str) {
         return;
     }
     let shape = CREDENTIAL_SHAPES[sel as usize % CREDENTIAL_SHAPES.len()];
-    let scheme =
-        CREDENTIAL_SCHEMES[sel as usize / CREDENTIAL_SHAPES.len() % CREDENTIAL_SCHEMES.len()];
     let text = shape
         .replace("{s}", scheme)
         .replace("{u}", "app")
@@ -338,7 +348,7 @@ pub fn credential_hidden(sel: u8, password: &str) {
 }
 
 /// The schemes [`store_url`] puts in front of its input (the first byte chooses).
-const STORE_SCHEMES: [&str; 11] = [
+const STORE_SCHEMES: [&str; 13] = [
     "redis://",
     "rediss://",
     "redis+sentinel://",
@@ -347,6 +357,8 @@ const STORE_SCHEMES: [&str; 11] = [
     "postgresql://",
     "etcd://",
     "etcds://",
+    "mysql://",
+    "mariadb://",
     "memory:",
     "sqlite://",
     "",
