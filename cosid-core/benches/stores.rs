@@ -4,11 +4,11 @@
 //! and the time for 1024 runtimes to all hold a slot.
 //!
 //! Servers are the throwaway ones `cosid-testkit` starts (Redis with an append-only file fsynced
-//! on every write, PostgreSQL with its default `synchronous_commit = on`, a one-member etcd), the
-//! same as the tests'. SQLite (synchronous=FULL) and the in-process store are measured beside
+//! on every write, PostgreSQL with its default `synchronous_commit = on`, a one-member etcd,
+//! MariaDB with `innodb_flush_log_at_trx_commit = 1`), the same as the tests'. SQLite (synchronous=FULL) and the in-process store are measured beside
 //! them as the local reference.
 //!
-//! `cargo bench -p cosid-core --features redis,postgres,etcd --bench stores`
+//! `cargo bench -p cosid-core --features redis,postgres,etcd,mysql --bench stores`
 //! (`COSID_BENCH_STORES=postgres,postgres-sync-standby` for some of the stores only). Besides
 //! the single servers: Redis through Sentinel with `replicas=1` (a primary, two replicas, three
 //! sentinels) and PostgreSQL with a synchronous standby, as docs/stores.md sets them up for a
@@ -203,6 +203,12 @@ fn targets() -> Vec<Target> {
         t._pair = Some(pair);
         out.push(t);
     }
+    if want("mysql") {
+        let mysql = Server::mysql();
+        let mut t = Target::new("mysql", mysql.url(), Some(mysql));
+        t.floor = Some(mysql_select_1(&t.url));
+        out.push(t);
+    }
     if want("etcd") {
         let etcd = Server::etcd();
         let mut t = Target::new("etcd", etcd.url(), Some(etcd));
@@ -212,7 +218,7 @@ fn targets() -> Vec<Target> {
     assert!(
         !out.is_empty(),
         "COSID_BENCH_STORES={wanted:?} names no store of memory, sqlite, redis, \
-         redis-sentinel-replicas-1, postgres, postgres-sync-standby, etcd"
+         redis-sentinel-replicas-1, postgres, postgres-sync-standby, mysql, etcd"
     );
     out
 }
@@ -249,6 +255,24 @@ fn postgres_select_1(url: &str) -> Box<dyn Fn()> {
     });
     Box::new(move || {
         rt.block_on(client.query_one(&stmt, &[])).unwrap();
+    })
+}
+
+/// A prepared `SELECT 1` on one mysql_async connection (as the store sends its statements).
+fn mysql_select_1(url: &str) -> Box<dyn Fn()> {
+    use mysql_async::prelude::Queryable;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let conn = rt
+        .block_on(mysql_async::Conn::from_url(url))
+        .expect("a connection");
+    let conn = std::cell::RefCell::new(conn);
+    Box::new(move || {
+        let mut c = conn.borrow_mut();
+        let one: Option<i64> = rt.block_on(c.exec_first("SELECT 1", ())).unwrap();
+        assert_eq!(one, Some(1));
     })
 }
 
