@@ -1,0 +1,289 @@
+//! Start-up storms: N = 64, 256 and 1024 runtimes starting at once on one new namespace of 1024
+//! slots, on each store: the time until the last one holds a slot, the compare-and-set attempts
+//! each starter made (mean and maximum) and its round trips; then the round trips a keeper's
+//! renewal and release cost.
+//!
+//! Each starter is what a runtime's start-up does with the store (`LeaseKeeper::start`): open
+//! the namespace, then acquire. Starters share a few store handles (at most 32, as the processes
+//! of a host would share nothing but a server would cap connections), each starter counting the
+//! primitives it calls through a wrapper around the real store (every call goes to the store
+//! unchanged). The servers are the throwaway ones `cosid-testkit` starts, as in the stores
+//! bench.
+//!
+//! `cargo bench -p cosid-core --features redis,postgres,etcd --bench storm`
+//! (`COSID_BENCH_STORES=memory,sqlite,redis` for some stores, `COSID_STORM_SIZES=64,256` for
+//! some sizes, `COSID_STORM_RUNS=3` runs per size, the median time reported).
+
+use cosid_core::lease::{
+    KeeperConfig, LeaseClient, LeaseKeeper, NamespaceRecord, Owner, SlotRecord, Terms, Versioned,
+};
+use cosid_core::store::{self, NamespaceSnapshot, SharedStore, SlotStore};
+use cosid_core::{ManualClock, Result, Window};
+use cosid_testkit::Server;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+const TERMS: Terms = Terms {
+    ttl_ms: 3_600_000,
+    tolerance_ms: 1_000,
+};
+
+/// Counts the primitives called through it: all of them (round trips) and the slot
+/// compare-and-sets (attempts).
+#[derive(Debug)]
+struct Counting {
+    inner: SharedStore,
+    calls: AtomicU64,
+    cas: AtomicU64,
+}
+
+impl Counting {
+    fn new(inner: SharedStore) -> Arc<Counting> {
+        Arc::new(Counting {
+            inner,
+            calls: AtomicU64::new(0),
+            cas: AtomicU64::new(0),
+        })
+    }
+    fn take(&self) -> (u64, u64) {
+        (
+            self.calls.swap(0, Ordering::Relaxed),
+            self.cas.swap(0, Ordering::Relaxed),
+        )
+    }
+}
+
+impl SlotStore for Counting {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.snapshot(namespace)
+    }
+    fn cas_namespace(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &NamespaceRecord,
+    ) -> Result<Option<u64>> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.cas_namespace(namespace, expected, record)
+    }
+    fn read_slot(
+        &self,
+        namespace: &str,
+        slot: u32,
+    ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.read_slot(namespace, slot)
+    }
+    fn cas_slot(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &SlotRecord,
+    ) -> Result<Option<u64>> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.cas.fetch_add(1, Ordering::Relaxed);
+        self.inner.cas_slot(namespace, expected, record)
+    }
+    // COSID-BENCH-TIMED-BEGIN (removed to build this bench against a cosid without it)
+    fn cas_slot_timed(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &SlotRecord,
+    ) -> Result<Option<store::Written>> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.cas.fetch_add(1, Ordering::Relaxed);
+        self.inner.cas_slot_timed(namespace, expected, record)
+    }
+    // COSID-BENCH-TIMED-END
+}
+
+struct Target {
+    name: &'static str,
+    url: String,
+    _server: Option<Server>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn targets() -> Vec<Target> {
+    let wanted = std::env::var("COSID_BENCH_STORES").ok();
+    let want = |name: &str| {
+        wanted
+            .as_deref()
+            .is_none_or(|w| w.split(',').any(|n| n.trim() == name))
+    };
+    let mut out = Vec::new();
+    if want("memory") {
+        out.push(Target {
+            name: "memory",
+            url: "memory:storm".into(),
+            _server: None,
+            _dir: None,
+        });
+    }
+    if want("sqlite") {
+        let dir = tempfile::tempdir().unwrap();
+        out.push(Target {
+            name: "sqlite",
+            url: format!("sqlite://{}", dir.path().join("slots.db").display()),
+            _server: None,
+            _dir: Some(dir),
+        });
+    }
+    let mut server = |name: &'static str, start: fn() -> Server| {
+        if want(name) {
+            let s = start();
+            out.push(Target {
+                name,
+                url: s.url(),
+                _server: Some(s),
+                _dir: None,
+            });
+        }
+    };
+    server("redis", Server::redis);
+    server("postgres", Server::postgres);
+    server("etcd", Server::etcd);
+    out
+}
+
+/// One storm: `n` starters at once on a new namespace. The time until the last holds a slot,
+/// and each starter's (round trips, compare-and-set attempts).
+fn storm(handles: &[SharedStore], n: usize) -> (Duration, Vec<(u64, u64)>) {
+    let ns = format!("storm-{n}-{}", uuid::Uuid::new_v4().simple());
+    let barrier = Arc::new(Barrier::new(n + 1));
+    let threads: Vec<_> = (0..n)
+        .map(|i| {
+            let counting = Counting::new(handles[i % handles.len()].clone());
+            let c = LeaseClient::new(counting.clone(), &ns, 10, TERMS).unwrap();
+            let barrier = barrier.clone();
+            std::thread::Builder::new()
+                .stack_size(256 * 1024)
+                .spawn(move || {
+                    let owner = Owner::new(format!("starter-{i}"));
+                    let req = cosid_core::lease::AcquireRequest {
+                        owner,
+                        preferred_slot: None,
+                        floor_at_least: 0,
+                    };
+                    barrier.wait();
+                    let started = Instant::now();
+                    // What a runtime's start-up does: open the namespace, then acquire
+                    // (retrying what may go away, as the keeper does).
+                    loop {
+                        match c.open_namespace().and_then(|_| c.acquire(&req)) {
+                            Ok(got) => {
+                                let done = Instant::now();
+                                return (got.lease.slot, started, done, counting.take());
+                            }
+                            Err(e) if e.kind() == cosid_core::ErrorKind::Store => {
+                                std::thread::sleep(Duration::from_millis(100))
+                            }
+                            Err(e) => panic!("starter {i}: {e}"),
+                        }
+                    }
+                })
+                .expect("spawn a starter")
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    let mut last = start;
+    let mut counts = Vec::with_capacity(n);
+    let mut slots = std::collections::HashSet::new();
+    for t in threads {
+        let (slot, _, done, c) = t.join().expect("a starter");
+        assert!(slots.insert(slot), "slot {slot} granted twice");
+        last = last.max(done);
+        counts.push(c);
+    }
+    (last - start, counts)
+}
+
+/// Round trips of a keeper's renewal (its `tick` at ttl/3) and of its release.
+fn keeper_round_trips(url: &str) -> (f64, u64) {
+    let counting = Counting::new(store::open(url).unwrap());
+    let ns = format!("storm-keeper-{}", uuid::Uuid::new_v4().simple());
+    let clock = ManualClock::shared(cosid_core::clock::system_now_ms());
+    let ttl = Duration::from_secs(30);
+    let keeper = LeaseKeeper::start_standalone(
+        LeaseClient::new(counting.clone(), &ns, 10, TERMS).unwrap(),
+        Arc::new(Window::new()),
+        clock.clone(),
+        KeeperConfig {
+            ttl,
+            acquire_timeout: ttl,
+            preferred_slot: None,
+            owner: Owner::new("keeper"),
+        },
+    )
+    .unwrap();
+    counting.take();
+    const RENEWALS: u64 = 30;
+    for _ in 0..RENEWALS {
+        clock.advance(ttl / 3);
+        keeper.tick();
+    }
+    let (renew_calls, _) = counting.take();
+    keeper.release(None).unwrap();
+    let (release_calls, _) = counting.take();
+    (renew_calls as f64 / RENEWALS as f64, release_calls)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else is read from the arguments.
+    let sizes: Vec<usize> = std::env::var("COSID_STORM_SIZES")
+        .unwrap_or_else(|_| "64,256,1024".into())
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse()
+                .expect("COSID_STORM_SIZES: numbers, e.g. 64,256")
+        })
+        .collect();
+    let runs: usize = std::env::var("COSID_STORM_RUNS")
+        .ok()
+        .map(|r| r.parse().expect("COSID_STORM_RUNS: a number of runs"))
+        .unwrap_or(3);
+    let targets = targets();
+    println!(
+        "| store | N | last holds a slot (median of {runs}) | CAS attempts per starter, mean / max | round trips per starter, mean / max | round trips per renewal / release |"
+    );
+    println!("|---|---:|---:|---:|---:|:---:|");
+    for t in &targets {
+        let handles: Vec<SharedStore> = (0..32).map(|_| store::open(&t.url).unwrap()).collect();
+        // Every handle connects (and PostgreSQL checks its schema) before any clock starts.
+        for h in &handles {
+            h.read_slot("storm-warm-up", 0).unwrap();
+        }
+        let (renew, release) = keeper_round_trips(&t.url);
+        for &n in &sizes {
+            let mut times = Vec::new();
+            let mut counts = Vec::new();
+            for _ in 0..runs {
+                let (d, c) = storm(&handles, n);
+                times.push(d);
+                counts.extend(c);
+            }
+            times.sort();
+            let mean = |f: fn(&(u64, u64)) -> u64| {
+                counts.iter().map(f).sum::<u64>() as f64 / counts.len() as f64
+            };
+            let max = |f: fn(&(u64, u64)) -> u64| counts.iter().map(f).max().unwrap_or(0);
+            println!(
+                "| {} | {n} | {:.0} ms | {:.2} / {} | {:.2} / {} | {renew:.2} / {release} |",
+                t.name,
+                times[times.len() / 2].as_secs_f64() * 1e3,
+                mean(|c| c.1),
+                max(|c| c.1),
+                mean(|c| c.0),
+                max(|c| c.0),
+            );
+        }
+    }
+}
