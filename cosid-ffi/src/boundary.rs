@@ -143,7 +143,7 @@ pub(crate) fn out_slice<'a, T>(
         return Ok(&mut []);
     }
     check_ptr(function, what, p.cast_const())?;
-    if n > isize::MAX as usize / std::mem::size_of::<T>().max(1) {
+    if !fits_in_memory::<T>(n) {
         return Err(fail_with(
             function,
             cosid_status::COSID_ERR_INVALID_ARGUMENT,
@@ -153,6 +153,12 @@ pub(crate) fn out_slice<'a, T>(
     // SAFETY: the caller gives `n` writable, initialised-or-not elements at `p` that no one else
     // touches during the call (the contract stated in the header); we only ever write them.
     Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+}
+
+/// Whether `n` elements of `T` can be one slice: at most `isize::MAX` bytes, the limit of
+/// `slice::from_raw_parts_mut` (a longer `n` is a caller's mistake that no buffer can satisfy).
+fn fits_in_memory<T>(n: usize) -> bool {
+    n <= isize::MAX as usize / std::mem::size_of::<T>().max(1)
 }
 
 /// Tags an opaque handle's memory so a wrong or freed pointer is refused (best effort: a freed
@@ -259,6 +265,13 @@ mod tests {
             out_slice("f", "out", buf.as_mut_ptr(), usize::MAX).unwrap_err(),
             cosid_status::COSID_ERR_INVALID_ARGUMENT
         );
+        // The exact limit: isize::MAX bytes is one slice, a byte more is not (no buffer of
+        // either size exists, so this is checked on the rule, not through a slice).
+        let most = isize::MAX as usize / 8;
+        assert!(fits_in_memory::<u64>(most));
+        assert!(!fits_in_memory::<u64>(most + 1));
+        assert!(fits_in_memory::<u8>(isize::MAX as usize));
+        assert!(!fits_in_memory::<u8>(isize::MAX as usize + 1));
         let bad = b"a\xffb\0";
         assert_eq!(
             c_str(
