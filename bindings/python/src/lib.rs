@@ -33,16 +33,7 @@ fn to_base62<'py>(py: Python<'py>, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py
 #[pyfunction]
 #[pyo3(signature = (text, /))]
 fn from_base62(py: Python<'_>, text: &Bound<'_, PyAny>) -> PyResult<u64> {
-    let Ok(s) = text.cast::<PyString>() else {
-        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-            "a base-62 id must be a str, not {}",
-            text.get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_else(|_| "?".into())
-        )));
-    };
-    cosid_core::convert::parse_base62(&errors::text(py, s, "the base-62 id")?)
+    cosid_core::convert::parse_base62(&text::str_arg(py, text, "a base-62 id")?)
         .map_err(|e| errors::to_py(py, e))
 }
 

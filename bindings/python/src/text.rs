@@ -7,7 +7,8 @@ use cosid_core::Layout;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
-fn str_arg(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
+/// A `str` argument as text; a `TypeError` naming `what` for another type.
+pub(crate) fn str_arg(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
     let Ok(s) = obj.cast::<PyString>() else {
         return Err(pyo3::exceptions::PyTypeError::new_err(format!(
             "{what} must be a str, not {}",
