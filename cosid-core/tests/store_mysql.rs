@@ -284,3 +284,35 @@ fn a_server_that_never_answers_times_out_with_a_clear_error() {
     }
     drop(silent);
 }
+
+/// `ssl-mode` from the URL is honoured (rustls) against a server that takes TLS only:
+/// `verify_identity` and `verify_ca` with the server's CA, and `required`, connect; `disabled`
+/// is refused by the server (so the others really used TLS); `verify_identity` against the
+/// system's roots (which do not hold the test CA) is a `Store` error naming the store, which
+/// shows the certificate is really checked.
+#[test]
+fn ssl_mode_is_honoured_with_rustls() {
+    let server = Server::mysql_tls();
+    let ca = server.tls_ca().expect("a TLS server").display().to_string();
+    let base = format!("mysql://cosid@127.0.0.1:{}/cosid", server.port());
+    for query in [
+        format!("ssl-mode=verify_identity&ssl-ca={ca}"),
+        format!("ssl-mode=VERIFY_CA&ssl-ca={ca}"),
+        format!("ssl-ca={ca}"),
+        "ssl-mode=required".to_string(),
+    ] {
+        let store = open(&format!("{base}?{query}"), Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("{query}: {e}"));
+        let c = client(&store, &unique_namespace("tls"), 2, LONG);
+        let got = acquire(&c, &Owner::new("tls"));
+        assert!(c.release(&got.lease, None).unwrap(), "{query}");
+    }
+    for query in ["ssl-mode=disabled", "ssl-mode=verify_identity"] {
+        let store = open(&format!("{base}?{query}"), Duration::from_secs(10)).unwrap();
+        let e = store
+            .snapshot("tls")
+            .expect_err("plain text, or a CA the system does not trust");
+        assert_eq!(e.kind(), ErrorKind::Store, "{query}: {e}");
+        assert!(e.message().contains(&store.describe()), "{e}");
+    }
+}

@@ -114,6 +114,13 @@ impl Server {
         Server::new(Kind::Mysql)
     }
 
+    /// [`Server::mysql`] serving TLS only (`require_secure_transport`), with a certificate for
+    /// `127.0.0.1` and `localhost` signed by a throwaway CA ([`Server::tls_ca`]). Needs the
+    /// `openssl` command (Debian `openssl`).
+    pub fn mysql_tls() -> Server {
+        Server::with_tls(Kind::Mysql, true)
+    }
+
     fn new(kind: Kind) -> Server {
         Server::with_tls(kind, false)
     }
@@ -453,6 +460,13 @@ impl Server {
                         "--innodb-flush-log-at-trx-commit=1",
                         "--max-connections=300",
                     ]);
+                if let Some(ca) = &self.tls_ca {
+                    let tls = self.dir.join("tls");
+                    cmd.arg(format!("--ssl-cert={}", tls.join("server.crt").display()))
+                        .arg(format!("--ssl-key={}", tls.join("server.key").display()))
+                        .arg(format!("--ssl-ca={}", ca.display()))
+                        .arg("--require-secure-transport=ON");
+                }
                 if unsafe { libc::geteuid() } == 0 {
                     cmd.arg("--user=root");
                 }

@@ -843,7 +843,8 @@ fn ssl_opts(p: &Parsed, name: &str) -> Result<SslOpts> {
     let check_chain = p.ssl_mode != SslMode::Required || p.ssl_ca.is_some();
     Ok(SslOpts::default()
         .with_root_certs(roots.into_iter().map(Into::into).collect())
-        .with_disable_built_in_roots(true)
+        // `required` checks nothing, but mysql_async's verifier wants a root to start from.
+        .with_disable_built_in_roots(check_chain)
         .with_danger_accept_invalid_certs(!check_chain)
         .with_danger_skip_domain_validation(p.ssl_mode != SslMode::VerifyIdentity))
 }
