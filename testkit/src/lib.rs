@@ -309,9 +309,14 @@ impl Server {
             }
             Kind::Mysql => {
                 let install = mysql_bin(&["mariadb-install-db", "mysql_install_db"]);
+                // A temporary directory of its own: installs running at once in the shared /tmp
+                // collide on the names of their temporary tables.
+                let tmp = self.dir.join("tmp");
+                std::fs::create_dir_all(&tmp).expect("cosid-testkit: tmp dir");
                 let mut cmd = Command::new(&install);
                 cmd.arg("--no-defaults")
                     .arg(format!("--datadir={}", data.display()))
+                    .arg(format!("--tmpdir={}", tmp.display()))
                     .args([
                         "--auth-root-authentication-method=normal",
                         "--skip-test-db",
@@ -453,6 +458,7 @@ impl Server {
                         "--init-file={}",
                         self.dir.join("init.sql").display()
                     ))
+                    .arg(format!("--tmpdir={}", self.dir.join("tmp").display()))
                     .args([
                         "--skip-name-resolve",
                         "--skip-log-bin",

@@ -538,9 +538,13 @@ class Mysql(Server):
 
     def wipe(self) -> None:
         shutil.rmtree(self.data, ignore_errors=True)
+        # Its own temporary directory: installs running at once in /tmp collide on the names
+        # of their temporary tables.
+        self.tmp = self.root / "mysql-tmp"
+        self.tmp.mkdir(parents=True, exist_ok=True)
         cmd = [_mysql_bin(["mariadb-install-db", "mysql_install_db"]), "--no-defaults",
-               f"--datadir={self.data}", "--auth-root-authentication-method=normal", "--skip-test-db",
-               "--skip-name-resolve"]
+               f"--datadir={self.data}", f"--tmpdir={self.tmp}", "--auth-root-authentication-method=normal",
+               "--skip-test-db", "--skip-name-resolve"]
         if os.geteuid() == 0:
             cmd.append("--user=root")
         out = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
@@ -552,7 +556,7 @@ class Mysql(Server):
             _mysql_bin(["mariadbd", "mysqld"]), "--no-defaults", f"--datadir={self.data}",
             f"--port={self.port}", "--bind-address=127.0.0.1",
             f"--socket={self.root / 'mysqld.sock'}", f"--pid-file={self.root / 'mysqld.pid'}",
-            f"--init-file={self.init_file}", "--skip-name-resolve", "--skip-log-bin",
+            f"--init-file={self.init_file}", f"--tmpdir={self.tmp}", "--skip-name-resolve", "--skip-log-bin",
             "--innodb-flush-log-at-trx-commit=1", "--innodb-buffer-pool-size=32M", "--max-connections=300",
         ]
         if os.geteuid() == 0:
