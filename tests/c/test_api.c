@@ -841,15 +841,22 @@ static void test_closed_runtime(void) {
   cosid_generator_free(g);
   cosid_runtime_free(NULL);
 
-  /* Free without close does the ordered shutdown: the slot is free again at once. */
-  rt = new_runtime("closed");
+  /* Free without close does the ordered shutdown: the slot is free again at once. One slot
+   * (bits 0) and a short acquire timeout: the second runtime starts only if free released it. */
+  char one_slot[512];
+  snprintf(one_slot, sizeof one_slot,
+           "cosid: {namespace: one-slot, machine: {lease: {store: 'sqlite://%s/closed.db', bits: 0, "
+           "acquire-timeout: 200ms}}}",
+           test_dir());
+  OK(cosid_runtime_new(one_slot, &rt));
   cosid_stats s;
   OK(cosid_runtime_stats(rt, &s));
-  uint32_t slot = s.slot;
+  CHECK(s.bound && s.slot == 0);
   cosid_runtime_free(rt);
-  rt = new_runtime("closed");
+  rt = NULL;
+  OK(cosid_runtime_new(one_slot, &rt)); /* COSID_ERR_EXHAUSTED if the slot were still held */
   OK(cosid_runtime_stats(rt, &s));
-  CHECK(s.slot == slot); /* the lowest free slot, released by free */
+  CHECK(s.bound && s.slot == 0);
   cosid_runtime_free(rt);
 }
 
