@@ -102,12 +102,14 @@ def clock_skew(ctx):
     ahead = ctx.spawn("ahead", skew="+5s")
     behind = ctx.spawn("behind", skew="-5s")
     ctx.sleep(3.0)
-    # p1 releases its slot cleanly (next floor = its last id); a process 5s behind takes it next.
+    # p1 releases its slot cleanly (next floor = its last id); a process 5s behind takes it next
+    # (it prefers that slot: starters otherwise spread over the free slots).
+    p1_slots = ctx.held_by(p1.key)
     p1.terminate()
     p1.wait(15)
     released_at = now_ms()
     ctx.note("p1 stopped (slot released)")
-    late = ctx.spawn("behind2", skew="-5s")
+    late = ctx.spawn("behind2", skew="-5s", preferred_slot=min(p1_slots) if p1_slots else None)
     ctx.sleep(4.0)
 
     def after():
@@ -378,7 +380,9 @@ def network_cut(ctx):
     ctx.proxy.cut()
     ctx.note("network cut")
     ctx.sleep(EXPIRY_S + 0.3)
-    direct = ctx.spawn("direct")  # not behind the proxy: takes the lowest expired slot
+    # Not behind the proxy: takes p0's expired slot (it prefers it; starters otherwise spread over
+    # the free slots), while p0 is cut off and cannot know.
+    direct = ctx.spawn("direct", preferred_slot=min(held0) if held0 else None)
     ctx.sleep(0.7)
     ctx.proxy.set_pass()
     back = now_ms()
@@ -397,6 +401,8 @@ def network_cut(ctx):
         d = {decode(i)[1] for i in direct.ids()}
         ctx.event(f"p0 held {sorted(held0)} before the cut; the direct process issued on {sorted(d)}")
         ctx.check(bool(direct.ids()), "the direct process issued nothing")
+        ctx.check(not held0 or bool(d & held0),
+                  f"the direct process did not take p0's expired slot {sorted(held0)} (it issued on {sorted(d)})")
     ctx.after_checks.append(after)
 
 
