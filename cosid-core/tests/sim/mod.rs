@@ -497,7 +497,10 @@ pub fn run_seed(seed: u64, steps: usize) -> Result<Outcome, Failure> {
     let mut sim = Sim::new(seed);
     let outcome = run(&mut sim, seed, steps)?;
     let one_trip = *sim.recorder.one_trip.lock().unwrap();
-    Ok(Outcome { one_trip, ..outcome })
+    Ok(Outcome {
+        one_trip,
+        ..outcome
+    })
 }
 
 fn run(sim: &mut Sim, seed: u64, steps: usize) -> Result<Outcome, Failure> {
