@@ -27,6 +27,10 @@ mod ops;
 mod raw;
 mod text;
 
+// The exported functions of `text`, at the crate's root like `toBase62`: napi-rs registers them
+// in the addon's build, and a test build (which registers nothing) sees them used through this.
+pub use text::{format_id, parse_id};
+
 use crate::error::{coded, throwing, type_error, Res};
 use crate::events::{JsEvent, Listeners};
 use crate::ops::GenCtx;
