@@ -14,73 +14,23 @@
 //! sentinels) and PostgreSQL with a synchronous standby, as docs/stores.md sets them up for a
 //! failover.
 
-use cosid_core::lease::{
-    AcquireRequest, LeaseClient, NamespaceRecord, Owner, Renewal, SlotLease, SlotRecord, Terms,
-    Versioned,
-};
-use cosid_core::store::{self, NamespaceSnapshot, SharedStore, SlotStore};
-use cosid_core::Result;
+use cosid_core::lease::{AcquireRequest, LeaseClient, Owner, Renewal, SlotLease, Terms};
+use cosid_core::store::{self, SharedStore};
 use cosid_testkit::pg_standby::PgPair;
 use cosid_testkit::redis_ha::RedisHa;
 use cosid_testkit::Server;
 use criterion::{BenchmarkId, Criterion};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
+
+#[path = "common/counting.rs"]
+mod counting;
+use counting::Counting;
 
 const TERMS: Terms = Terms {
     ttl_ms: 3_600_000,
     tolerance_ms: 1_000,
 };
-
-/// Counts the primitives a protocol operation calls: each is one round trip on a network store.
-#[derive(Debug)]
-struct Counting {
-    inner: SharedStore,
-    calls: AtomicU64,
-}
-
-impl Counting {
-    fn take(&self) -> u64 {
-        self.calls.swap(0, Ordering::Relaxed)
-    }
-}
-
-impl SlotStore for Counting {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.snapshot(namespace)
-    }
-    fn cas_namespace(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &NamespaceRecord,
-    ) -> Result<Option<u64>> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.cas_namespace(namespace, expected, record)
-    }
-    fn read_slot(
-        &self,
-        namespace: &str,
-        slot: u32,
-    ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.read_slot(namespace, slot)
-    }
-    fn cas_slot(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<u64>> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.cas_slot(namespace, expected, record)
-    }
-}
 
 /// One store under measurement.
 struct Target {
@@ -104,10 +54,7 @@ impl Target {
         Target {
             name,
             url,
-            counting: Arc::new(Counting {
-                inner,
-                calls: AtomicU64::new(0),
-            }),
+            counting: Counting::new(inner),
             floor: None,
             _server: server,
             _pair: None,
@@ -414,11 +361,11 @@ fn summary(targets: &[Target]) {
         lc.open_namespace().unwrap();
         t.counting.take();
         let a = lc.acquire(&req(Owner::new("count"))).unwrap().lease;
-        let rt_acquire = t.counting.take();
+        let rt_acquire = t.counting.take().0;
         let a = renewed(&lc, &a);
-        let rt_renew = t.counting.take();
+        let rt_renew = t.counting.take().0;
         lc.release(&a, None).unwrap();
-        let rt_release = t.counting.take();
+        let rt_release = t.counting.take().0;
 
         let (acq50, acq99) = percentiles(N, || {
             let start = Instant::now();

@@ -14,94 +14,21 @@
 //! (`COSID_BENCH_STORES=memory,sqlite,redis` for some stores, `COSID_STORM_SIZES=64,256` for
 //! some sizes, `COSID_STORM_RUNS=3` runs per size, the median time reported).
 
-use cosid_core::lease::{
-    KeeperConfig, LeaseClient, LeaseKeeper, NamespaceRecord, Owner, SlotRecord, Terms, Versioned,
-};
-use cosid_core::store::{self, NamespaceSnapshot, SharedStore, SlotStore};
-use cosid_core::{ManualClock, Result, Window};
+use cosid_core::lease::{KeeperConfig, LeaseClient, LeaseKeeper, Owner, Terms};
+use cosid_core::store::{self, SharedStore};
+use cosid_core::{ManualClock, Window};
 use cosid_testkit::Server;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
+
+#[path = "common/counting.rs"]
+mod counting;
+use counting::Counting;
 
 const TERMS: Terms = Terms {
     ttl_ms: 3_600_000,
     tolerance_ms: 1_000,
 };
-
-/// Counts the primitives called through it: all of them (round trips) and the slot
-/// compare-and-sets (attempts).
-#[derive(Debug)]
-struct Counting {
-    inner: SharedStore,
-    calls: AtomicU64,
-    cas: AtomicU64,
-}
-
-impl Counting {
-    fn new(inner: SharedStore) -> Arc<Counting> {
-        Arc::new(Counting {
-            inner,
-            calls: AtomicU64::new(0),
-            cas: AtomicU64::new(0),
-        })
-    }
-    fn take(&self) -> (u64, u64) {
-        (
-            self.calls.swap(0, Ordering::Relaxed),
-            self.cas.swap(0, Ordering::Relaxed),
-        )
-    }
-}
-
-impl SlotStore for Counting {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.snapshot(namespace)
-    }
-    fn cas_namespace(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &NamespaceRecord,
-    ) -> Result<Option<u64>> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.cas_namespace(namespace, expected, record)
-    }
-    fn read_slot(
-        &self,
-        namespace: &str,
-        slot: u32,
-    ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.inner.read_slot(namespace, slot)
-    }
-    fn cas_slot(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<u64>> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.cas.fetch_add(1, Ordering::Relaxed);
-        self.inner.cas_slot(namespace, expected, record)
-    }
-    // COSID-BENCH-TIMED-BEGIN (removed to build this bench against a cosid without it)
-    fn cas_slot_timed(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<store::Written>> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        self.cas.fetch_add(1, Ordering::Relaxed);
-        self.inner.cas_slot_timed(namespace, expected, record)
-    }
-    // COSID-BENCH-TIMED-END
-}
 
 struct Target {
     name: &'static str,
