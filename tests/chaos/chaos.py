@@ -908,6 +908,12 @@ def main() -> int:
     passed = sum(r.ok for r in rows)
     failed = len(rows) - passed + (1 if ABORT.is_set() else 0)
     say(f"chaos: report in {report}; work dir {run.work}")
+    # The failures once more at the very end, where a CI log cut to its last lines still shows them.
+    for r in rows:
+        if not r.ok:
+            say(f"FAILED: {r.scenario} on {r.store}:")
+            for f in r.failures[:12]:
+                say(f"    - {f}")
     if not args.keep and failed == 0:
         shutil.rmtree(run.work, ignore_errors=True)
     print(f"{passed} passed, {failed} failed", flush=True)

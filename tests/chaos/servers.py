@@ -1048,6 +1048,33 @@ class RedisSentinel(Server):
         self._until("the sentinels promote a replica", promoted, timeout)
         return found[0]
 
+    def online_replicas(self, node: Redis) -> int:
+        """How many replicas stream from `node` past their initial sync (`state=online` in its
+        INFO replication): the ones whose acknowledgements `WAIT` counts."""
+        return sum(1 for k, v in self.info(node).items() if k.startswith("slave") and k[5:].isdigit()
+                   and "state=online" in v)
+
+    def wait_settled(self, replicas: int, timeout: float) -> Redis | None:
+        """Waits until every sentinel names one node as the master, that node says it is the
+        master, and at least `replicas` replicas stream from it; returns it, or None after
+        `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            named = set()
+            for s in self.sentinels:
+                try:
+                    r = resp(s.port, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.MASTER)
+                except RespError:
+                    r = None
+                named.add(int(r[1]) if r else None)
+            if len(named) == 1 and None not in named:
+                port = named.pop()
+                node = next((n for n in self.nodes if n.port == port), None)
+                if node is not None and self.is_master(node) and self.online_replicas(node) >= replicas:
+                    return node
+            time.sleep(0.2)
+        return None
+
     def kill(self) -> None:
         for n in self.nodes:
             n.kill()
