@@ -65,9 +65,10 @@
 
 /**
  * Bytes a buffer needs for `cosid_format_id` in any format and layout: the longest text (a
- * friendly id of a 20-bit slot and a 30-bit sequence, 36 characters) and its NUL.
+ * friendly id of a 20-bit slot and a 30-bit sequence, 36 characters), the most a prefix, a
+ * suffix and a date prefix add (88 bytes: 32, 32, 16 and a delimiter of 8), and its NUL.
  */
-#define COSID_ID_TEXT_BUFFER_SIZE 40
+#define COSID_ID_TEXT_BUFFER_SIZE 128
 
 /**
  * The result of every fallible function. `COSID_OK` is 0; every other value is an error whose
@@ -703,7 +704,9 @@ cosid_status cosid_id_from_base62(const char *text, uint64_t *out);
  * length (without the NUL) in `*out_len`. `format` is a form's name with options after commas:
  * `"dec"`, `"hex"`, `"base62"` (or `"radix62"`), `"radix36"`, `"friendly"`, e.g.
  * `"radix62,pad-start=false,char-size=10"` or `"friendly,zone=Asia/Shanghai,pad-start=true"`
- * (docs/id-text.md). `layout` NULL is the millisecond preset.
+ * (docs/id-text.md), and text around it in every form: `"dec,prefix=ORD-,date-prefix=yyMMdd"`
+ * writes `ORD-240618-42` (a date prefix is the date of the call, in UTC unless `date-zone`
+ * says otherwise). `layout` NULL is the millisecond preset.
  *
  * Errors: `COSID_ERR_NULL_ARGUMENT` (`buf`, `format`, `out_len`); `COSID_ERR_INVALID_ARGUMENT`
  * for a bad format or layout, an id wider than the layout, or one the setting cannot write

@@ -97,7 +97,8 @@ export declare class Runtime {
 /**
  * The text of `id` in `format`: `dec`, `hex`, `base62` (`radix62`), `radix36` or `friendly`,
  * with options after commas as `cosid --format` takes them
- * (`radix62,pad-start=false,char-size=10`, `friendly,zone=Asia/Shanghai,pad-start=true`).
+ * (`radix62,pad-start=false,char-size=10`, `friendly,zone=Asia/Shanghai,pad-start=true`),
+ * and in every form `prefix=`, `suffix=` and `date-prefix=yyMMdd` (docs/id-text.md).
  * `layout`: a preset name or `rt.layout` (default `millis`).
  */
 export declare function formatId(id: bigint, format: string, layout?: IdLayout | string): string

@@ -72,8 +72,8 @@ struct NextArgs {
     #[arg(long, value_name = "PER_SECOND", requires = "follow")]
     rate: Option<f64>,
     /// Output format: dec, hex, base62 (radix62), radix36, friendly or json; options follow
-    /// the name: radix62,pad-start=false,char-size=10 or friendly,zone=Asia/Shanghai,pad-start=true
-    /// (docs/id-text.md).
+    /// the name: radix62,pad-start=false,char-size=10 or friendly,zone=Asia/Shanghai,pad-start=true,
+    /// and in every form prefix=, suffix= and date-prefix=yyMMdd (docs/id-text.md).
     #[arg(long, default_value = "dec", value_name = "FORMAT")]
     format: String,
     #[command(flatten)]
@@ -223,7 +223,8 @@ fn build_config(args: &RuntimeArgs) -> cosid_core::Result<Config> {
 /// An output format of `cosid next`.
 #[derive(Clone, Debug)]
 pub(crate) enum OutFormat {
-    Id(TextFormat),
+    /// Boxed: a format with its affixes is some 200 bytes, read once per id printed.
+    Id(Box<TextFormat>),
     Json,
 }
 
@@ -231,14 +232,16 @@ fn out_format(spec: &str) -> cosid_core::Result<OutFormat> {
     if spec == "json" {
         return Ok(OutFormat::Json);
     }
-    TextFormat::parse(spec).map(OutFormat::Id).map_err(|e| {
-        let m = e.message().replacen(
-            "expected dec,",
-            "expected json (one decoded id a line), dec,",
-            1,
-        );
-        Error::new(ErrorKind::InvalidArgument, format!("--format: {m}"))
-    })
+    TextFormat::parse(spec)
+        .map(|f| OutFormat::Id(Box::new(f)))
+        .map_err(|e| {
+            let m = e.message().replacen(
+                "expected dec,",
+                "expected json (one decoded id a line), dec,",
+                1,
+            );
+            Error::new(ErrorKind::InvalidArgument, format!("--format: {m}"))
+        })
 }
 
 pub(crate) fn render(layout: &Layout, format: &OutFormat, id: u64) -> cosid_core::Result<String> {

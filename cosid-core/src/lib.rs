@@ -17,12 +17,6 @@ pub mod generator;
 pub mod layout;
 pub mod lease;
 // Used by the network stores' URL and record parsers only.
-#[cfg(any(
-    feature = "redis",
-    feature = "postgres",
-    feature = "etcd",
-    feature = "mysql"
-))]
 mod percent;
 pub mod runtime;
 pub mod static_slot;

@@ -6,9 +6,8 @@
 //! with a clear error instead of becoming another password. It works on bytes, so no input can
 //! make it slice through a character.
 
-// Encoding is for the text records of Redis and etcd only (PostgreSQL keeps typed columns).
-/// Appends `s` to `out`, with every byte for which `keep` is false written as `%XX`.
-#[cfg(any(feature = "redis", feature = "etcd"))]
+/// Appends `s` to `out`, with every byte for which `keep` is false written as `%XX` (the text
+/// records of Redis and etcd, and the text options of an id format's spec).
 pub(crate) fn encode(s: &str, keep: impl Fn(u8) -> bool, out: &mut String) {
     use std::fmt::Write;
     for b in s.bytes() {

@@ -213,12 +213,15 @@ fn option_text_is_checked() {
         ),
         (
             "radix62,zone=UTC",
-            "its options are pad-start=true|false and char-size=1..11",
+            "its options are pad-start=true|false, char-size=1..11, prefix=TEXT",
         ),
-        ("dec,pad-start=true", "it has no options"),
+        (
+            "dec,pad-start=true",
+            "its options are prefix=TEXT, suffix=TEXT",
+        ),
         (
             "friendly,char-size=3",
-            "its options are zone=ZONE and pad-start",
+            "its options are zone=ZONE, pad-start",
         ),
         ("friendly,zone=Mars/Olympus", "no such zone"),
         ("friendly,zone=Etc/Unknown", "unknown zone"),
@@ -373,6 +376,203 @@ proptest! {
             }
             Ok(_) => {}
             Err(e) => prop_assert_eq!(e.kind(), ErrorKind::InvalidArgument),
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Prefix, suffix and date prefix (CosId's PrefixIdConverter, SuffixIdConverter and
+// DatePrefixIdConverter, in the order its Spring starter wraps them).
+
+/// 2024-06-18T09:30:00Z: a Tuesday morning in UTC, 17:30 in Shanghai.
+const JUNE_18_MS: i64 = 1_718_703_000_000;
+
+#[test]
+fn prefix_and_suffix_as_cosid() {
+    let l = Layout::MILLIS;
+    let p = spec("dec,prefix=prefix_");
+    assert_eq!(p.format(&l, 42).unwrap(), "prefix_42");
+    assert_eq!(p.parse_id(&l, "prefix_42").unwrap(), 42);
+    refused(
+        p.parse_id(&l, "other_42"),
+        "another prefix",
+        "start with the prefix \"prefix_\"",
+    );
+    let s = spec("dec,suffix=-suffix");
+    assert_eq!(s.format(&l, 42).unwrap(), "42-suffix");
+    assert_eq!(s.parse_id(&l, "42-suffix").unwrap(), 42);
+    refused(
+        s.parse_id(&l, "42-other"),
+        "another suffix",
+        "end with the suffix \"-suffix\"",
+    );
+    // Both, around every form; the body is still read strictly.
+    let id = 295_913_926_632_165_376;
+    for (f, text) in [
+        ("radix62", "ORD-0LrHucXALbs.x"),
+        ("radix36", "ORD-028XOQD7HM874.x"),
+        ("friendly", "ORD-20220320053617924-5-0.x"),
+        ("hex", "ORD-41b4c2601005000.x"),
+    ] {
+        let both = spec(&format!("{f},prefix=ORD-,suffix=.x"));
+        assert_eq!(both.format(&l, id).unwrap(), text, "{f}");
+        assert_eq!(both.parse_id(&l, text).unwrap(), id, "{f}");
+        refused(both.parse_id(&l, "ORD-.x"), f, "");
+    }
+    refused(
+        spec("radix62,prefix=ORD-").parse_id(&l, "ORD-0LrHucXALb!"),
+        "a bad body",
+        "",
+    );
+}
+
+#[test]
+fn date_prefix_as_cosid() {
+    let l = Layout::MILLIS;
+    // CosId's default pattern and delimiter: "yyMMdd" and "-".
+    let d = spec("dec,date-prefix=yyMMdd");
+    assert_eq!(d.format_at(&l, 1, JUNE_18_MS).unwrap(), "240618-1");
+    assert_eq!(d.parse_id(&l, "240618-1").unwrap(), 1);
+    // The date is when the text was written, any day: another day reads the same.
+    assert_eq!(d.parse_id(&l, "991231-1").unwrap(), 1);
+    // In a zone, with another delimiter, and a pattern with literals.
+    let sh = spec("dec,date-prefix=yyyy/MM/dd%20HH,date-delimiter=:,date-zone=Asia/Shanghai");
+    assert_eq!(sh.format_at(&l, 7, JUNE_18_MS).unwrap(), "2024/06/18 17:7");
+    assert_eq!(sh.parse_id(&l, "2024/06/18 17:7").unwrap(), 7);
+    // Around a prefix and a suffix: CosId's before-prefix (true by default) puts the date
+    // after the prefix; false puts it first.
+    let inner = spec("dec,prefix=P,suffix=S,date-prefix=yyMMdd");
+    assert_eq!(inner.format_at(&l, 5, JUNE_18_MS).unwrap(), "P240618-5S");
+    assert_eq!(inner.parse_id(&l, "P240618-5S").unwrap(), 5);
+    let outer = spec("dec,prefix=P,suffix=S,date-prefix=yyMMdd,date-before-prefix=false");
+    assert_eq!(outer.format_at(&l, 5, JUNE_18_MS).unwrap(), "240618-P5S");
+    assert_eq!(outer.parse_id(&l, "240618-P5S").unwrap(), 5);
+    refused(
+        outer.parse_id(&l, "P240618-5S"),
+        "the other order",
+        "no date",
+    );
+    // What the pattern could not have written is refused, naming the pattern.
+    for bad in [
+        "241318-1", // month 13
+        "240431-1", // April 31
+        "240600-1", // day 0
+        "24O618-1", // a letter for a digit
+        "240618+1", // another delimiter
+        "24061-1",  // too short
+        "",
+    ] {
+        refused(
+            d.parse_id(&l, bad),
+            bad,
+            "no date of the pattern \"yyMMdd\"",
+        );
+    }
+    assert_eq!(d.parse_id(&l, "240229-1").unwrap(), 1, "February 29");
+    let hours = spec("dec,date-prefix=HHmmss");
+    refused(hours.parse_id(&l, "240000-1"), "hour 24", "no date");
+    refused(hours.parse_id(&l, "236000-1"), "minute 60", "no date");
+    assert_eq!(hours.parse_id(&l, "235959-1").unwrap(), 1);
+}
+
+#[test]
+fn affix_options_are_checked_and_written_back() {
+    for (s, needle) in [
+        (
+            "dec,date-delimiter=_",
+            "gives date-delimiter without date-prefix",
+        ),
+        ("dec,date-zone=UTC", "gives date-zone without date-prefix"),
+        (
+            "dec,date-prefix=yyyMMdd",
+            "\"yyy\" is not one of its fields",
+        ),
+        ("dec,date-prefix=YYMMdd", "\"YY\" is not one of its fields"),
+        ("dec,date-prefix=yyMMdd'T'", "is not a literal"),
+        ("dec,date-prefix=", "it is empty"),
+        ("dec,date-prefix=yyyyMMddHHmmssyyy", "more than 16"),
+        (
+            "dec,date-prefix=yyMMdd,date-before-prefix=yes",
+            "date-before-prefix=true or",
+        ),
+        ("dec,date-prefix=yyMMdd,date-zone=Mars/Base", "Mars/Base"),
+        (
+            "dec,date-prefix=yyMMdd,date-delimiter=123456789",
+            "more than the 8",
+        ),
+        (
+            "dec,prefix=123456789012345678901234567890123",
+            "more than the 32",
+        ),
+        ("dec,suffix=%0A", "control character"),
+        ("dec,prefix=%zz", "percent-encoded"),
+        ("dec,prefix=a,prefix=b", "gives prefix twice"),
+        ("dec,prefx=a", "date-before-prefix=true|false"),
+    ] {
+        refused(TextFormat::parse(s), s, needle);
+    }
+    // Display writes a spec that reads back to the same setting, encoding what a spec gives
+    // meaning to.
+    for s in [
+        "base62,pad-start=false,prefix=a%2Cb%3Dc%25d,suffix=%20end",
+        "friendly,zone=Asia/Shanghai,prefix=ORD,date-prefix=yyMMdd,date-delimiter=%2C,date-zone=+08:00,date-before-prefix=false",
+        "dec,date-prefix=yyyy-MM-dd",
+        "hex,suffix=%C3%A9",
+    ] {
+        let f = spec(s);
+        assert_eq!(f.to_string(), s);
+        assert_eq!(spec(&f.to_string()), f);
+    }
+    assert_eq!(spec("dec,prefix=a%2Cb").affixes().prefix, "a,b");
+}
+
+#[test]
+fn the_longest_text_of_any_spec_is_bounded() {
+    // Every affix at its longest around a long body (friendly of the widest slot, padded):
+    // the affixes add at most MAX_AFFIXES_BYTES, which the C API's fixed buffer counts in.
+    let l = Layout::new(
+        cosid_core::layout::COSID_EPOCH_MS,
+        cosid_core::TimeUnit::Millis,
+        41,
+        20,
+        2,
+        false,
+    )
+    .unwrap();
+    let bare = spec("friendly,pad-start=true");
+    let f = spec(&format!(
+        "friendly,pad-start=true,prefix={p},suffix={p},date-prefix=yyyyMMddHHmmssyy,date-delimiter=12345678",
+        p = "x".repeat(32)
+    ));
+    let id = l.max_id();
+    let text = f.format_at(&l, id, JUNE_18_MS).unwrap();
+    assert_eq!(
+        text.len(),
+        bare.format(&l, id).unwrap().len() + cosid_core::convert::affix::MAX_AFFIXES_BYTES
+    );
+    assert_eq!(f.parse_id(&l, &text).unwrap(), id);
+}
+
+proptest! {
+    #[test]
+    fn affixes_round_trip_every_form(
+        id in any::<u64>(),
+        form in prop::sample::select(vec!["dec", "hex", "radix62", "radix36", "friendly"]),
+        prefix in "[A-Za-z0-9_.:-]{0,8}",
+        suffix in "[A-Za-z0-9_.:-]{0,8}",
+        date in prop::option::of(prop::sample::select(vec!["yyMMdd", "yyyy-MM-dd", "HHmmss", "yy"])),
+        before in any::<bool>(),
+        now in 0i64..253_402_300_799_999,
+    ) {
+        let l = Layout::MILLIS;
+        let id = id & l.max_id();
+        let mut s = format!("{form},prefix={prefix},suffix={suffix}");
+        if let Some(d) = date {
+            s += &format!(",date-prefix={d},date-before-prefix={before}");
+        }
+        let f = TextFormat::parse(&s).unwrap();
+        if let Ok(text) = f.format_at(&l, id, now) {
+            prop_assert_eq!(f.parse_id(&l, &text).unwrap(), id, "{} {}", s, text);
         }
     }
 }

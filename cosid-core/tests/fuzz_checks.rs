@@ -46,6 +46,17 @@ proptest! {
     }
 
     #[test]
+    fn parse_text_form_with_affixes(sel in any::<u8>(), spec in
+        "(dec|hex|radix62|radix36|friendly)(,(prefix|suffix|date-delimiter)=[-_A-Z%,=]{0,4}|,date-prefix=\
+         (yyMMdd|yyyy-MM-dd|HHmm|yy|MM%2Cdd|yyyyy|x)|,date-zone=(UTC|\\+08:00)|,date-before-prefix=(true|false)){0,4}",
+        text in "[A-Z_-]{0,3}[0-9]{0,8}[-_]?[0-9A-Za-z]{1,13}[A-Z_-]{0,3}"
+    ) {
+        let mut data = vec![sel, 0x80];
+        data.extend_from_slice(format!("{spec}\n{text}").as_bytes());
+        checks::parse_text_form(&data);
+    }
+
+    #[test]
     fn parse_text_form_on_spec_like_text(sel in any::<u8>(), spec in
         "(dec|hex|base62|radix62|radix36|friendly|radix)(,(pad-start|char-size|zone)=\
          (true|false|[0-9]{1,3}|UTC|utc|Etc/UTC|Etc/Unknown|[+-][0-9]{2}:[0-9]{2}|Asia/Shanghai|Europe/[A-Z][a-z]{3,6}))\
@@ -115,6 +126,11 @@ proptest! {
     #[test]
     fn credentials_on_arbitrary_bytes(data in prop::collection::vec(any::<u8>(), 0..40)) {
         checks::credentials(&data);
+    }
+
+    #[test]
+    fn credentials_more_on_arbitrary_bytes(data in prop::collection::vec(any::<u8>(), 0..40)) {
+        checks::credentials_more(&data);
     }
 }
 

@@ -9,8 +9,9 @@ use cosid_core::Layout;
 use std::os::raw::c_char;
 
 /// Bytes a buffer needs for `cosid_format_id` in any format and layout: the longest text (a
-/// friendly id of a 20-bit slot and a 30-bit sequence, 36 characters) and its NUL.
-pub const COSID_ID_TEXT_BUFFER_SIZE: usize = 40;
+/// friendly id of a 20-bit slot and a 30-bit sequence, 36 characters), the most a prefix, a
+/// suffix and a date prefix add (88 bytes: 32, 32, 16 and a delimiter of 8), and its NUL.
+pub const COSID_ID_TEXT_BUFFER_SIZE: usize = 128;
 
 fn layout_or_default(
     function: &'static str,
@@ -38,7 +39,9 @@ fn spec(function: &'static str, format: *const c_char) -> Result<TextFormat, cos
 /// length (without the NUL) in `*out_len`. `format` is a form's name with options after commas:
 /// `"dec"`, `"hex"`, `"base62"` (or `"radix62"`), `"radix36"`, `"friendly"`, e.g.
 /// `"radix62,pad-start=false,char-size=10"` or `"friendly,zone=Asia/Shanghai,pad-start=true"`
-/// (docs/id-text.md). `layout` NULL is the millisecond preset.
+/// (docs/id-text.md), and text around it in every form: `"dec,prefix=ORD-,date-prefix=yyMMdd"`
+/// writes `ORD-240618-42` (a date prefix is the date of the call, in UTC unless `date-zone`
+/// says otherwise). `layout` NULL is the millisecond preset.
 ///
 /// Errors: `COSID_ERR_NULL_ARGUMENT` (`buf`, `format`, `out_len`); `COSID_ERR_INVALID_ARGUMENT`
 /// for a bad format or layout, an id wider than the layout, or one the setting cannot write
@@ -154,12 +157,19 @@ mod tests {
     #[test]
     fn the_buffer_size_fits_the_longest_texts() {
         // The widest slot (20 bits, 7 digits) and sequence (up to 30 bits, 10 digits) a layout
-        // that still runs can have, in every form; the 17-digit time of a millisecond layout.
+        // that still runs can have, in every form; the 17-digit time of a millisecond layout;
+        // and every affix at its longest around the longest form.
+        let affixes = format!(
+            "friendly,pad-start=true,prefix={x},suffix={x},date-prefix=yyyyMMddHHmmssyy,\
+             date-delimiter=12345678",
+            x = "x".repeat(32)
+        );
         let epoch = cosid_core::layout::COSID_EPOCH_MS;
         let (ms, s) = (cosid_core::TimeUnit::Millis, cosid_core::TimeUnit::Seconds);
         for (unit, ts, node, seq) in [(ms, 41, 20, 2), (ms, 41, 1, 21), (s, 31, 2, 30)] {
             let l = Layout::new(epoch, unit, ts, node, seq, false).unwrap();
             for spec in [
+                affixes.as_str(),
                 "friendly,pad-start=true",
                 "friendly",
                 "dec",

@@ -420,6 +420,7 @@ static void test_text_forms(void) {
       {"friendly", "20220320053617924-5-0"},
       {"friendly,zone=Asia/Shanghai", "20220320133617924-5-0"},
       {"friendly,zone=+08:00,pad-start=true", "20220320133617924-0005-0000"},
+      {"radix62,prefix=ORD%2C,suffix=.x", "ORD,0LrHucXALbs.x"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char buf[COSID_ID_TEXT_BUFFER_SIZE];
@@ -443,6 +444,27 @@ static void test_text_forms(void) {
   CHECK(back == id);
   EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_parse_id(NULL, b, "friendly", &back));
   EXPECT_DETAIL("not exactly 17 digits");
+
+  /* A date prefix is the date of the call: today's, in UTC (yyyy-MM-dd, then "_"); the day
+   * is read before and after the call, so a call across midnight matches one of them. */
+  {
+    char d[COSID_ID_TEXT_BUFFER_SIZE], day[2][16];
+    struct tm utc;
+    time_t now = time(NULL);
+    strftime(day[0], sizeof day[0], "%Y-%m-%d", gmtime_r(&now, &utc));
+    OK(cosid_format_id(NULL, 42, "dec,prefix=P,date-prefix=yyyy-MM-dd,date-delimiter=_", d, sizeof d, &n));
+    now = time(NULL);
+    strftime(day[1], sizeof day[1], "%Y-%m-%d", gmtime_r(&now, &utc));
+    int today = strncmp(d + 1, day[0], 10) == 0 || strncmp(d + 1, day[1], 10) == 0;
+    if (n != 14 || d[0] != 'P' || !today || strcmp(d + 11, "_42") != 0)
+      FAIL("date prefix: wrote \"%s\", expected P%s_42", d, day[1]);
+    OK(cosid_parse_id(NULL, d, "dec,prefix=P,date-prefix=yyyy-MM-dd,date-delimiter=_", &back));
+    CHECK(back == 42);
+    EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_parse_id(NULL, "P2024-13-01_42", "dec,prefix=P,date-prefix=yyyy-MM-dd,date-delimiter=_", &back));
+    EXPECT_DETAIL("no date of the pattern");
+    EXPECT(COSID_ERR_INVALID_ARGUMENT, cosid_format_id(NULL, 42, "dec,date-zone=UTC", d, sizeof d, &n));
+    EXPECT_DETAIL("without date-prefix");
+  }
 
   /* Buffers: one byte short, NULL. Nothing written on failure. */
   char small[11];

@@ -17,6 +17,7 @@ const CASES = [
   ['friendly', '20220320053617924-5-0'],
   ['friendly,zone=Asia/Shanghai', '20220320133617924-5-0'],
   ['friendly,zone=+08:00,pad-start=true', '20220320133617924-0005-0000'],
+  ['radix62,prefix=ORD%2C,suffix=.x', 'ORD,0LrHucXALbs.x'],
 ]
 
 test('each setting writes and reads the text CosId writes', () => {
@@ -65,4 +66,15 @@ test('bad input is refused with what is expected', async () => {
   await expectError(() => formatId(ID, 62), TypeError, 'COSID_ERR_INVALID_ARGUMENT', 'format must be a string')
   await expectError(() => parseId(ID, 'dec'), TypeError, 'COSID_ERR_INVALID_ARGUMENT', 'text must be a string')
   await expectError(() => formatId(5, 'dec'), TypeError, 'COSID_ERR_INVALID_ARGUMENT', 'id must be a bigint')
+})
+
+test("a date prefix is today's in its zone", async () => {
+  const spec = 'dec,prefix=P,date-prefix=yyyy-MM-dd,date-delimiter=_'
+  const before = new Date().toISOString().slice(0, 10)
+  const text = formatId(42n, spec)
+  const after = new Date().toISOString().slice(0, 10)
+  assert.ok(text[0] === 'P' && [before, after].includes(text.slice(1, 11)) && text.slice(11) === '_42', text)
+  assert.equal(parseId(text, spec), 42n)
+  await expectError(() => parseId('P2024-02-30_42', spec), Error, 'COSID_ERR_INVALID_ARGUMENT', 'no date of the pattern')
+  await expectError(() => formatId(42n, 'dec,date-delimiter=_'), Error, 'COSID_ERR_INVALID_ARGUMENT', 'without date-prefix')
 })

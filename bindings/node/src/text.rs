@@ -112,7 +112,8 @@ fn spec_arg(env: sys::napi_env, v: sys::napi_value, fname: &str) -> Res<TextForm
 
 /// The text of `id` in `format`: `dec`, `hex`, `base62` (`radix62`), `radix36` or `friendly`,
 /// with options after commas as `cosid --format` takes them
-/// (`radix62,pad-start=false,char-size=10`, `friendly,zone=Asia/Shanghai,pad-start=true`).
+/// (`radix62,pad-start=false,char-size=10`, `friendly,zone=Asia/Shanghai,pad-start=true`),
+/// and in every form `prefix=`, `suffix=` and `date-prefix=yyMMdd` (docs/id-text.md).
 /// `layout`: a preset name or `rt.layout` (default `millis`).
 #[napi(
     ts_args_type = "id: bigint, format: string, layout?: IdLayout | string",

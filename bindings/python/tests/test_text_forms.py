@@ -18,6 +18,7 @@ CASES = [
     ("friendly", "20220320053617924-5-0"),
     ("friendly,zone=Asia/Shanghai", "20220320133617924-5-0"),
     ("friendly,zone=+08:00,pad-start=true", "20220320133617924-0005-0000"),
+    ("radix62,prefix=ORD%2C,suffix=.x", "ORD,0LrHucXALbs.x"),
 ]
 
 
@@ -67,3 +68,18 @@ def test_wrong_argument_types_are_type_errors() -> None:
         cosid.format_id(ID, 62)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="id text must be a str"):
         cosid.parse_id(ID, "dec")  # type: ignore[arg-type]
+
+
+def test_a_date_prefix_is_today_in_its_zone() -> None:
+    import datetime
+
+    spec = "dec,prefix=P,date-prefix=yyyy-MM-dd,date-delimiter=_"
+    days = {datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
+    text = cosid.format_id(42, spec)
+    days.add(datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"))
+    assert text[0] == "P" and text[1:11] in days and text[11:] == "_42"
+    assert cosid.parse_id(text, spec) == 42
+    with pytest.raises(cosid.InvalidArgumentError, match="no date of the pattern"):
+        cosid.parse_id("P2024-02-30_42", spec)
+    with pytest.raises(cosid.InvalidArgumentError, match="without date-prefix"):
+        cosid.format_id(42, "dec,date-delimiter=_")

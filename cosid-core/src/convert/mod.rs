@@ -17,11 +17,13 @@
 //!
 //! [`ErrorKind::InvalidArgument`]: crate::error::ErrorKind::InvalidArgument
 
+pub mod affix;
 pub mod friendly;
 pub mod radix;
 mod text_format;
 pub mod zone;
 
+pub use affix::{Affixes, DatePattern};
 pub use friendly::FriendlyOptions;
 pub use radix::Radix;
 pub use text_format::{IdFormat, TextFormat};

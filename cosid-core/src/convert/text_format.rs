@@ -2,6 +2,7 @@
 //! (`radix62,pad-start=false,char-size=10`, `friendly,zone=Asia/Shanghai,pad-start=true`) for
 //! the command line, the C API, Python and Node alike.
 
+use super::affix::{self, Affixes, DatePattern};
 use super::friendly::{self, FriendlyOptions};
 use super::radix::Radix;
 use super::zone::Zone;
@@ -91,11 +92,17 @@ impl std::fmt::Display for IdFormat {
 /// | `base62` / `radix62` | `pad-start` (`true`), `char-size` 1 to 11 (`11`) |
 /// | `radix36` | `pad-start` (`true`), `char-size` 1 to 13 (`13`) |
 /// | `friendly` | `zone` (`UTC`; an offset like `+08:00` or an IANA name), `pad-start` (`false`) |
+/// | every form | `prefix`, `suffix` (none); `date-prefix` (none: a pattern like `yyMMdd`) with `date-delimiter` (`-`), `date-zone` (`UTC`) and `date-before-prefix` (`true`) |
+///
+/// The text options (`prefix`, `suffix`, `date-prefix`, `date-delimiter`) are
+/// percent-decoded, so `%2C` writes a comma and `%25` a percent sign; [`Affixes`] says how they
+/// are placed and read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TextFormat {
     form: IdFormat,
     radix: Radix,
     friendly: FriendlyOptions,
+    affixes: Affixes,
 }
 
 impl TextFormat {
@@ -110,6 +117,7 @@ impl TextFormat {
                 Radix::BASE62
             },
             friendly: FriendlyOptions::default(),
+            affixes: Affixes::default(),
         }
     }
 
@@ -138,6 +146,15 @@ impl TextFormat {
             }
             seen.push(key);
             f.set(key, value)?;
+        }
+        if f.affixes.date_pattern.is_none() {
+            if let Some(k) = seen.iter().find(|k| k.starts_with("date-")) {
+                return Err(Error::invalid(format!(
+                    "format {} gives {k} without date-prefix; add date-prefix=PATTERN (e.g. \
+                     date-prefix=yyMMdd) or leave {k} out",
+                    quoted(spec)
+                )));
+            }
         }
         Ok(f)
     }
@@ -181,6 +198,37 @@ impl TextFormat {
                 self.radix = Radix::new(self.radix.radix(), self.radix.pad_start(), size)?;
             }
             "zone" if friendly => self.friendly.zone = Zone::parse(value)?,
+            "prefix" | "suffix" => {
+                let text = text_option(key, value)?;
+                affix::check_piece(key, &text, affix::MAX_AFFIX_BYTES)?;
+                if key == "prefix" {
+                    self.affixes.prefix = text;
+                } else {
+                    self.affixes.suffix = text;
+                }
+            }
+            "date-prefix" => {
+                self.affixes.date_pattern = Some(DatePattern::parse(&text_option(key, value)?)?)
+            }
+            "date-delimiter" => {
+                let text = text_option(key, value)?;
+                affix::check_piece(key, &text, affix::MAX_DELIMITER_BYTES)?;
+                self.affixes.date_delimiter = text;
+            }
+            "date-zone" => self.affixes.date_zone = Zone::parse(value)?,
+            "date-before-prefix" => {
+                self.affixes.date_before_prefix = match value {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        return Err(Error::invalid(format!(
+                            "date-before-prefix={} is not a setting; use \
+                             date-before-prefix=true or date-before-prefix=false",
+                            quoted(value)
+                        )))
+                    }
+                }
+            }
             _ => {
                 return Err(Error::invalid(format!(
                     "{} is not an option of {}; {}",
@@ -193,13 +241,17 @@ impl TextFormat {
         Ok(())
     }
 
-    fn options_help(&self) -> &'static str {
-        match self.form {
-            IdFormat::Decimal | IdFormat::Hex => "it has no options",
-            IdFormat::Base62 => "its options are pad-start=true|false and char-size=1..11",
-            IdFormat::Radix36 => "its options are pad-start=true|false and char-size=1..13",
-            IdFormat::Friendly => "its options are zone=ZONE and pad-start=true|false",
-        }
+    fn options_help(&self) -> String {
+        let own = match self.form {
+            IdFormat::Decimal | IdFormat::Hex => "",
+            IdFormat::Base62 => "pad-start=true|false, char-size=1..11, ",
+            IdFormat::Radix36 => "pad-start=true|false, char-size=1..13, ",
+            IdFormat::Friendly => "zone=ZONE, pad-start=true|false, ",
+        };
+        format!(
+            "its options are {own}prefix=TEXT, suffix=TEXT, date-prefix=PATTERN, \
+             date-delimiter=TEXT, date-zone=ZONE and date-before-prefix=true|false"
+        )
     }
 
     /// The form.
@@ -217,9 +269,33 @@ impl TextFormat {
         &self.friendly
     }
 
-    /// The text of `id`. Refuses an id wider than `layout`, and one the setting cannot write
-    /// (radix text shorter than the id needs; friendly text past the year 9999).
+    /// The prefix, suffix and date prefix around the id's text.
+    pub fn affixes(&self) -> &Affixes {
+        &self.affixes
+    }
+
+    /// The text of `id`, a date prefix being today's (the system clock's). Refuses an id wider
+    /// than `layout`, and one the setting cannot write (radix text shorter than the id needs;
+    /// friendly text past the year 9999).
     pub fn format(&self, layout: &Layout, id: u64) -> Result<String> {
+        let now_ms = if self.affixes.date_pattern.is_some() {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        } else {
+            0
+        };
+        self.format_at(layout, id, now_ms)
+    }
+
+    /// [`TextFormat::format`] with the date prefix of instant `now_ms` (milliseconds since the
+    /// Unix epoch) instead of the system clock's.
+    pub fn format_at(&self, layout: &Layout, id: u64, now_ms: i64) -> Result<String> {
+        let body = self.format_body(layout, id)?;
+        self.affixes.wrap(&body, now_ms)
+    }
+
+    fn format_body(&self, layout: &Layout, id: u64) -> Result<String> {
         if self.form == IdFormat::Friendly {
             return friendly::format(layout, id, &self.friendly);
         }
@@ -233,6 +309,7 @@ impl TextFormat {
 
     /// Parses `text` written with this setting, and refuses an id wider than `layout`.
     pub fn parse_id(&self, layout: &Layout, text: &str) -> Result<u64> {
+        let text = self.affixes.unwrap(text)?;
         let id = match self.form {
             IdFormat::Decimal => parse_decimal(text)?,
             IdFormat::Hex => parse_hex(text)?,
@@ -261,6 +338,49 @@ impl std::fmt::Display for TextFormat {
         if self.friendly.pad_start != d.friendly.pad_start {
             write!(f, ",pad-start={}", self.friendly.pad_start)?;
         }
+        let (a, da) = (&self.affixes, &d.affixes);
+        if !a.prefix.is_empty() {
+            write!(f, ",prefix={}", encoded(&a.prefix))?;
+        }
+        if !a.suffix.is_empty() {
+            write!(f, ",suffix={}", encoded(&a.suffix))?;
+        }
+        if let Some(p) = &a.date_pattern {
+            write!(f, ",date-prefix={}", encoded(p.as_str()))?;
+            if a.date_delimiter != da.date_delimiter {
+                write!(f, ",date-delimiter={}", encoded(&a.date_delimiter))?;
+            }
+            if a.date_zone != da.date_zone {
+                write!(f, ",date-zone={}", a.date_zone)?;
+            }
+            if a.date_before_prefix != da.date_before_prefix {
+                write!(f, ",date-before-prefix={}", a.date_before_prefix)?;
+            }
+        }
         Ok(())
     }
+}
+
+/// A text option's value, percent-decoded (`%2C` is a comma): the spec separates options with
+/// commas and keys from values with `=`.
+fn text_option(key: &str, value: &str) -> Result<String> {
+    crate::percent::decode(value).ok_or_else(|| {
+        Error::invalid(format!(
+            "{key}={} is not valid percent-encoded text: every % starts two hex digits (%2C is \
+             a comma, %25 a percent sign) and the result is UTF-8",
+            quoted(value)
+        ))
+    })
+}
+
+/// A text option's value as a spec writes it: the characters a spec gives meaning to (`,`,
+/// `=`, `%`), spaces and every byte outside printable ASCII percent-encoded.
+fn encoded(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    crate::percent::encode(
+        text,
+        |b| b.is_ascii_graphic() && !matches!(b, b',' | b'=' | b'%'),
+        &mut out,
+    );
+    out
 }

@@ -37,7 +37,8 @@ def from_base62(text: str, /) -> int:
 def format_id(id: int, format: str, /, *, layout: Union[Layout, str, None] = None) -> str:
     """The text of ``id`` in ``format``: ``"dec"``, ``"hex"``, ``"base62"`` (``"radix62"``),
     ``"radix36"`` or ``"friendly"``, with options after commas, as ``cosid --format`` takes
-    them: ``"radix62,pad-start=false,char-size=10"``, ``"friendly,zone=Asia/Shanghai,pad-start=true"``.
+    them: ``"radix62,pad-start=false,char-size=10"``, ``"friendly,zone=Asia/Shanghai,pad-start=true"``,
+    and in every form ``prefix=``, ``suffix=`` and ``date-prefix=yyMMdd`` (docs/id-text.md).
     ``layout``: a ``Layout`` (``Runtime.layout``) or a preset name; default ``"millis"``.
     ``InvalidArgumentError`` for a bad format, or an id the layout or setting cannot hold."""
 
