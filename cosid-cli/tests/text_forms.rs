@@ -51,6 +51,11 @@ fn parse_reads_cosid_text_in_every_setting() {
         ("base62", "0LrHucXALbs"),
         ("radix36", "028XOQD7HM874"),
         ("radix36,pad-start=false,char-size=12", "28XOQD7HM874"),
+        ("radix62,prefix=ORD-,suffix=.x", "ORD-0LrHucXALbs.x"),
+        (
+            "dec,prefix=P,date-prefix=yyMMdd,date-before-prefix=false",
+            "240618-P295913926632165376",
+        ),
     ] {
         let out = ok(&["parse", "--format", format, text]);
         assert_eq!(ids(&out), [id], "{format} {text}");
@@ -67,6 +72,7 @@ fn next_writes_what_parse_reads() {
         "friendly,zone=Asia/Shanghai,pad-start=true",
         "friendly,zone=America/New_York",
         "base62,char-size=11",
+        "dec,prefix=ORD%2C,date-prefix=yyyy-MM-dd,date-zone=Asia/Shanghai",
     ] {
         let text = ok(&["next", "-n", "3", "--store", &store, "--format", format]);
         let lines: Vec<&str> = text.lines().collect();
