@@ -323,7 +323,7 @@ class Ctx:
         elif kind == "etcd":
             s = (servers.EtcdCluster if cluster else servers.Etcd)(self.dir, clock_file=clock_file)
         elif kind == "mysql":
-            s = servers.Mysql(self.dir, self.run.mysql_password, clock_file=clock_file)
+            s = servers.Mysql(self.dir, self.run.mysql_password, clock_file=clock_file, tls=certs)
         else:
             raise ValueError(kind)
         if certs:

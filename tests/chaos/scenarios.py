@@ -12,7 +12,7 @@ from servers import connected
 
 ALL = ["sqlite", "redis", "postgres", "etcd", "mysql"]
 NET = ["redis", "postgres", "etcd", "mysql"]
-CLOCKED = ["redis", "postgres"]  # stores with a clock of their own (SQLite: the host's; etcd: the client's)
+CLOCKED = ["redis", "postgres", "mysql"]  # stores with a clock of their own (SQLite: the host's; etcd: the client's)
 
 TTL_S, TOL_S = 2.0, 0.5
 EXPIRY_S = TTL_S + TOL_S
@@ -844,13 +844,14 @@ def credentials(ctx):
             ctx.fail(f"{f.name} shows the (wrong) password")
 
 
-@scenario("tls", ["redis", "postgres"], store_opts={"tls": True}, procs_note="3 over TLS",
+@scenario("tls", ["redis", "postgres", "mysql"], store_opts={"tls": True}, procs_note="3 over TLS",
           why="-")
 def tls(ctx):
     """A TLS connection to a server whose certificate the harness made and signed with its own
     CA. Redis: `rediss://`, the CA given via SSL_CERT_FILE. PostgreSQL: the server accepts TLS
     only (`hostssl` in pg_hba, `hostnossl … reject`); the processes use
-    `sslmode=verify-full&sslrootcert=CA`."""
+    `sslmode=verify-full&sslrootcert=CA`. MariaDB: the server takes TLS connections only
+    (`require_secure_transport`); the processes use `ssl-mode=verify_identity&ssl-ca=CA`."""
     base = ["--namespace", ctx.namespace, "--ttl", "1s", "--tolerance", "500ms"]
 
     def last_line(r):
@@ -862,6 +863,19 @@ def tls(ctx):
                           env={"SSL_CERT_FILE": "/dev/null"})
         ctx.check(r.returncode != 0, "rediss:// accepted a certificate from an unknown CA")
         ctx.event(f"rediss:// without the CA: `{last_line(r)}`")
+    elif ctx.store_kind == "mysql":
+        srv = ctx.server
+        r = ctx.cosid_cmd(["next", "-n", "1", "--store", srv.url(ssl_mode="disabled")] + base, timeout=30,
+                          label="tls-plain")
+        ctx.check(r.returncode != 0, "ssl-mode=disabled was accepted by a TLS-only server")
+        ctx.event(f"ssl-mode=disabled: `{last_line(r)}`")
+        r = ctx.cosid_cmd(["next", "-n", "1", "--store", srv.url(ssl_mode="verify_identity").split("&ssl-ca")[0]] + base,
+                          timeout=30, label="tls-no-ca", env={"SSL_CERT_FILE": "/dev/null"})
+        ctx.check(r.returncode != 0, "ssl-mode=verify_identity accepted a certificate from an unknown CA")
+        ctx.event(f"verify_identity without the CA: `{last_line(r)}`")
+        r = ctx.cosid_cmd(["next", "-n", "1", "--store", srv.url(ssl_mode="required")] + base, timeout=30,
+                          label="tls-require")
+        ctx.check(r.returncode == 0, f"ssl-mode=required failed: {last_line(r)}")
     else:
         srv = ctx.server
         r = ctx.cosid_cmd(["next", "-n", "1", "--store", srv.url(sslmode="disable")] + base, timeout=30,

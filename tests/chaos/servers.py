@@ -518,12 +518,14 @@ class Mysql(Server):
     `innodb_flush_log_at_trx_commit=1` and no binary log (every acknowledged commit is on disk: a
     SIGKILL loses nothing), a database `cosid` and a user `cosid` with the password, made at
     every start by an init file (idempotent), TCP on 127.0.0.1 only. As root it runs with
-    `--user=root`."""
+    `--user=root`. With `tls` ({"cert", "key", "ca"}) it takes TLS connections only
+    (`require_secure_transport`), and `url()` asks for `ssl-mode=verify_identity` with the CA."""
 
     kind = "mysql"
 
-    def __init__(self, root: Path, password: str, clock_file: Path | None = None):
+    def __init__(self, root: Path, password: str, clock_file: Path | None = None, tls: dict | None = None):
         super().__init__(root, password, clock_file)
+        self.tls = tls
         self.data = root / "mysql-data"
         self.init_file = root / "mysql-init.sql"
         # The password as mysql_native_password's hash: the harness greps every file of a
@@ -559,6 +561,9 @@ class Mysql(Server):
             f"--init-file={self.init_file}", f"--tmpdir={self.tmp}", "--skip-name-resolve", "--skip-log-bin",
             "--innodb-flush-log-at-trx-commit=1", "--innodb-buffer-pool-size=32M", "--max-connections=300",
         ]
+        if self.tls:
+            cmd += [f"--ssl-cert={self.tls['cert']}", f"--ssl-key={self.tls['key']}", f"--ssl-ca={self.tls['ca']}",
+                    "--require-secure-transport=ON"]
         if os.geteuid() == 0:
             cmd.append("--user=root")
         return cmd
@@ -580,9 +585,16 @@ class Mysql(Server):
             time.sleep(0.1)
         return False
 
-    def url(self, port=None, password=None) -> str:
+    def url(self, port=None, password=None, ssl_mode: str | None = None) -> str:
         pw = self.password if password is None else password
-        return f"mysql://cosid:{pw}@127.0.0.1:{port or self.port}/cosid"
+        if ssl_mode is None:
+            ssl_mode = "verify_identity" if self.tls else None
+        q = ""
+        if ssl_mode:
+            q = f"?ssl-mode={ssl_mode}"
+            if self.tls and ssl_mode.startswith("verify"):
+                q += f"&ssl-ca={self.tls['ca']}"
+        return f"mysql://cosid:{pw}@127.0.0.1:{port or self.port}/cosid{q}"
 
 
 class Etcd(Server):
