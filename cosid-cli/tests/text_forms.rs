@@ -52,6 +52,7 @@ fn parse_reads_cosid_text_in_every_setting() {
         ("radix36", "028XOQD7HM874"),
         ("radix36,pad-start=false,char-size=12", "28XOQD7HM874"),
         ("radix62,prefix=ORD-,suffix=.x", "ORD-0LrHucXALbs.x"),
+        ("dec,pad-start=true,char-size=19", "0295913926632165376"),
         (
             "dec,prefix=P,date-prefix=yyMMdd,date-before-prefix=false",
             "240618-P295913926632165376",

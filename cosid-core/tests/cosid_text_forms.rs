@@ -216,9 +216,14 @@ fn option_text_is_checked() {
             "its options are pad-start=true|false, char-size=1..11, prefix=TEXT",
         ),
         (
-            "dec,pad-start=true",
+            "hex,pad-start=true",
             "its options are prefix=TEXT, suffix=TEXT",
         ),
+        (
+            "dec,zone=UTC",
+            "its options are pad-start=true|false, char-size=1..20",
+        ),
+        ("dec,char-size=21", "use a number from 1 to 20"),
         (
             "friendly,char-size=3",
             "its options are zone=ZONE, pad-start",
@@ -386,6 +391,46 @@ proptest! {
 
 /// 2024-06-18T09:30:00Z: a Tuesday morning in UTC, 17:30 in Shanghai.
 const JUNE_18_MS: i64 = 1_718_703_000_000;
+
+#[test]
+fn to_string_padding_as_cosid() {
+    // CosId's ToStringIdConverter: decimal, zero-padded to char-size when pad-start, a longer
+    // id written whole.
+    let l = Layout::MILLIS;
+    let padded = spec("dec,pad-start=true,char-size=11");
+    for (id, text) in [
+        (0, "00000000000"),
+        (42, "00000000042"),
+        (12_345_678_901, "12345678901"),
+        (295_913_926_632_165_376, "295913926632165376"),
+    ] {
+        assert_eq!(padded.format(&l, id).unwrap(), text);
+        assert_eq!(padded.parse_id(&l, text).unwrap(), id);
+    }
+    // Only the text it writes: no short text, no padding beyond the width, no sign.
+    for bad in [
+        "42",
+        "000000000042",
+        "0295913926632165376",
+        "",
+        "+0000000042",
+        "0000000004x",
+    ] {
+        refused(padded.parse_id(&l, bad), bad, "pad-start=true");
+    }
+    // Unpadded (the default) is canonical decimal; char-size alone changes nothing.
+    assert_eq!(spec("dec,char-size=5").format(&l, 42).unwrap(), "42");
+    refused(
+        spec("dec").parse_id(&l, "0042"),
+        "leading zeros",
+        "leading zero",
+    );
+    assert_eq!(spec("dec,pad-start=true").to_string(), "dec,pad-start=true");
+    assert_eq!(
+        spec("dec,pad-start=true").format(&l, 7).unwrap(),
+        "00000000007"
+    );
+}
 
 #[test]
 fn prefix_and_suffix_as_cosid() {
@@ -557,7 +602,9 @@ proptest! {
     #[test]
     fn affixes_round_trip_every_form(
         id in any::<u64>(),
-        form in prop::sample::select(vec!["dec", "hex", "radix62", "radix36", "friendly"]),
+        form in prop::sample::select(vec![
+            "dec", "dec,pad-start=true,char-size=19", "hex", "radix62", "radix36", "friendly"
+        ]),
         prefix in "[A-Za-z0-9_.:-]{0,8}",
         suffix in "[A-Za-z0-9_.:-]{0,8}",
         date in prop::option::of(prop::sample::select(vec!["yyMMdd", "yyyy-MM-dd", "HHmmss", "yy"])),

@@ -421,6 +421,7 @@ static void test_text_forms(void) {
       {"friendly,zone=Asia/Shanghai", "20220320133617924-5-0"},
       {"friendly,zone=+08:00,pad-start=true", "20220320133617924-0005-0000"},
       {"radix62,prefix=ORD%2C,suffix=.x", "ORD,0LrHucXALbs.x"},
+      {"dec,pad-start=true,char-size=19", "0295913926632165376"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char buf[COSID_ID_TEXT_BUFFER_SIZE];

@@ -19,6 +19,7 @@ CASES = [
     ("friendly,zone=Asia/Shanghai", "20220320133617924-5-0"),
     ("friendly,zone=+08:00,pad-start=true", "20220320133617924-0005-0000"),
     ("radix62,prefix=ORD%2C,suffix=.x", "ORD,0LrHucXALbs.x"),
+    ("dec,pad-start=true,char-size=19", "0295913926632165376"),
 ]
 
 

@@ -26,7 +26,7 @@ pub mod zone;
 pub use affix::{Affixes, DatePattern};
 pub use friendly::FriendlyOptions;
 pub use radix::Radix;
-pub use text_format::{IdFormat, TextFormat};
+pub use text_format::{DecimalPadding, IdFormat, TextFormat};
 pub use zone::Zone;
 
 use crate::error::{Error, Result};

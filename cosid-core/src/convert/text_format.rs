@@ -88,7 +88,8 @@ impl std::fmt::Display for IdFormat {
 ///
 /// | form | options (default) |
 /// |---|---|
-/// | `dec`, `hex` | none |
+/// | `dec` | `pad-start` (`false`), `char-size` 1 to 20 (`11`): CosId's to-string converter |
+/// | `hex` | none |
 /// | `base62` / `radix62` | `pad-start` (`true`), `char-size` 1 to 11 (`11`) |
 /// | `radix36` | `pad-start` (`true`), `char-size` 1 to 13 (`13`) |
 /// | `friendly` | `zone` (`UTC`; an offset like `+08:00` or an IANA name), `pad-start` (`false`) |
@@ -102,7 +103,27 @@ pub struct TextFormat {
     form: IdFormat,
     radix: Radix,
     friendly: FriendlyOptions,
+    decimal: DecimalPadding,
     affixes: Affixes,
+}
+
+/// CosId's to-string converter: decimal text, zero-padded on the left to `char_size` digits
+/// when `pad_start` (a longer id is written whole, never cut).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecimalPadding {
+    /// Zero-pad to `char_size` digits.
+    pub pad_start: bool,
+    /// The digits padded text has at least (1 to 20; CosId's default 11).
+    pub char_size: u8,
+}
+
+impl Default for DecimalPadding {
+    fn default() -> DecimalPadding {
+        DecimalPadding {
+            pad_start: false,
+            char_size: 11,
+        }
+    }
 }
 
 impl TextFormat {
@@ -117,6 +138,7 @@ impl TextFormat {
                 Radix::BASE62
             },
             friendly: FriendlyOptions::default(),
+            decimal: DecimalPadding::default(),
             affixes: Affixes::default(),
         }
     }
@@ -164,8 +186,9 @@ impl TextFormat {
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
         let radix = matches!(self.form, IdFormat::Base62 | IdFormat::Radix36);
         let friendly = self.form == IdFormat::Friendly;
+        let decimal = self.form == IdFormat::Decimal;
         match key {
-            "pad-start" if radix || friendly => {
+            "pad-start" if radix || friendly || decimal => {
                 let on = match value {
                     "true" => true,
                     "false" => false,
@@ -178,12 +201,18 @@ impl TextFormat {
                 };
                 if radix {
                     self.radix = Radix::new(self.radix.radix(), on, self.radix.char_size())?;
+                } else if decimal {
+                    self.decimal.pad_start = on;
                 } else {
                     self.friendly.pad_start = on;
                 }
             }
-            "char-size" if radix => {
-                let max = Radix::max_char_size(self.radix.radix());
+            "char-size" if radix || decimal => {
+                let max = if decimal {
+                    super::DECIMAL_MAX_WIDTH as u8
+                } else {
+                    Radix::max_char_size(self.radix.radix())
+                };
                 let size = value
                     .parse::<u8>()
                     .ok()
@@ -195,7 +224,11 @@ impl TextFormat {
                             self.form
                         ))
                     })?;
-                self.radix = Radix::new(self.radix.radix(), self.radix.pad_start(), size)?;
+                if decimal {
+                    self.decimal.char_size = size;
+                } else {
+                    self.radix = Radix::new(self.radix.radix(), self.radix.pad_start(), size)?;
+                }
             }
             "zone" if friendly => self.friendly.zone = Zone::parse(value)?,
             "prefix" | "suffix" => {
@@ -243,7 +276,8 @@ impl TextFormat {
 
     fn options_help(&self) -> String {
         let own = match self.form {
-            IdFormat::Decimal | IdFormat::Hex => "",
+            IdFormat::Decimal => "pad-start=true|false, char-size=1..20, ",
+            IdFormat::Hex => "",
             IdFormat::Base62 => "pad-start=true|false, char-size=1..11, ",
             IdFormat::Radix36 => "pad-start=true|false, char-size=1..13, ",
             IdFormat::Friendly => "zone=ZONE, pad-start=true|false, ",
@@ -262,6 +296,11 @@ impl TextFormat {
     /// The radix setting (meaningful for `base62` and `radix36`).
     pub fn radix(&self) -> Radix {
         self.radix
+    }
+
+    /// The padding of decimal text (meaningful for `dec`).
+    pub fn decimal(&self) -> DecimalPadding {
+        self.decimal
     }
 
     /// The friendly settings (meaningful for `friendly`).
@@ -301,7 +340,7 @@ impl TextFormat {
         }
         layout.decompose(id)?;
         match self.form {
-            IdFormat::Decimal => Ok(to_decimal(id)),
+            IdFormat::Decimal => Ok(self.decimal.pad(to_decimal(id))),
             IdFormat::Hex => Ok(to_hex(id)),
             _ => self.radix.format(id),
         }
@@ -311,7 +350,7 @@ impl TextFormat {
     pub fn parse_id(&self, layout: &Layout, text: &str) -> Result<u64> {
         let text = self.affixes.unwrap(text)?;
         let id = match self.form {
-            IdFormat::Decimal => parse_decimal(text)?,
+            IdFormat::Decimal => self.decimal.parse(text)?,
             IdFormat::Hex => parse_hex(text)?,
             IdFormat::Base62 | IdFormat::Radix36 => self.radix.parse(text)?,
             IdFormat::Friendly => return friendly::parse(layout, text, &self.friendly),
@@ -337,6 +376,12 @@ impl std::fmt::Display for TextFormat {
         }
         if self.friendly.pad_start != d.friendly.pad_start {
             write!(f, ",pad-start={}", self.friendly.pad_start)?;
+        }
+        if self.decimal.pad_start != d.decimal.pad_start {
+            write!(f, ",pad-start={}", self.decimal.pad_start)?;
+        }
+        if self.decimal.char_size != d.decimal.char_size {
+            write!(f, ",char-size={}", self.decimal.char_size)?;
         }
         let (a, da) = (&self.affixes, &d.affixes);
         if !a.prefix.is_empty() {
@@ -383,4 +428,47 @@ fn encoded(text: &str) -> String {
         &mut out,
     );
     out
+}
+
+impl DecimalPadding {
+    /// `digits` (canonical decimal) padded as set.
+    fn pad(self, digits: String) -> String {
+        let width = usize::from(self.char_size);
+        if self.pad_start && digits.len() < width {
+            format!("{digits:0>width$}")
+        } else {
+            digits
+        }
+    }
+
+    /// The id of `text` written with this padding: canonical decimal unpadded; padded, at
+    /// least `char_size` digits, with leading zeros only to make up that width.
+    fn parse(self, text: &str) -> Result<u64> {
+        if !self.pad_start {
+            return parse_decimal(text);
+        }
+        let width = usize::from(self.char_size);
+        let digits = text.trim_start_matches('0');
+        let digits = if digits.is_empty() && !text.is_empty() {
+            "0"
+        } else {
+            digits
+        };
+        let id = parse_decimal(digits).map_err(|_| {
+            Error::invalid(format!(
+                "{} is not a decimal id zero-padded to {width} digits (pad-start=true, \
+                 char-size={width})",
+                quoted(text)
+            ))
+        })?;
+        if self.pad(to_decimal(id)) != text {
+            return Err(Error::invalid(format!(
+                "{} is not the text of pad-start=true, char-size={width}: that writes {} for id \
+                 {id}; give the options the text was written with",
+                quoted(text),
+                quoted(&self.pad(to_decimal(id)))
+            )));
+        }
+        Ok(id)
+    }
 }
