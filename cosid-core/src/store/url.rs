@@ -18,8 +18,9 @@ pub enum StoreUrl {
         /// The database file.
         path: PathBuf,
     },
-    /// `redis://…`, `rediss://…`, or `redis+sentinel://…` / `rediss+sentinel://…` (the master
-    /// that Redis Sentinel names).
+    /// `redis://…`, `rediss://…`, `redis+sentinel://…` / `rediss+sentinel://…` (the master
+    /// that Redis Sentinel names), or `redis+cluster://…` / `rediss+cluster://…` (a Redis
+    /// Cluster).
     Redis {
         /// The URL as given (may hold a password).
         url: String,
@@ -97,9 +98,8 @@ impl StoreUrl {
                     path: PathBuf::from(path),
                 })
             }
-            "redis" | "rediss" | "redis+sentinel" | "rediss+sentinel" => {
-                Self::network(t, rest, &bad).map(|url| StoreUrl::Redis { url })
-            }
+            "redis" | "rediss" | "redis+sentinel" | "rediss+sentinel" | "redis+cluster"
+            | "rediss+cluster" => Self::network(t, rest, &bad).map(|url| StoreUrl::Redis { url }),
             "postgres" | "postgresql" => {
                 Self::network(t, rest, &bad).map(|url| StoreUrl::Postgres { url })
             }
@@ -149,13 +149,15 @@ impl StoreUrl {
 }
 
 /// The schemes of [`StoreUrl::parse`].
-const KNOWN_SCHEMES: [&str; 12] = [
+const KNOWN_SCHEMES: [&str; 14] = [
     "memory",
     "sqlite",
     "redis",
     "rediss",
     "redis+sentinel",
     "rediss+sentinel",
+    "redis+cluster",
+    "rediss+cluster",
     "postgres",
     "postgresql",
     "etcd",
