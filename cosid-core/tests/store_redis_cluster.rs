@@ -375,6 +375,39 @@ fn a_redirection_loop_is_a_store_error_naming_the_chain() {
     assert!(!e.message().contains(CLUSTER_PASSWORD), "{e}");
 }
 
+/// A node that a `MOVED` names but that cannot be reached (a crashed primary) is not kept as
+/// the owner: each call asks the seeds again (after a shard's failover they name the promoted
+/// replica), rather than going back to the dead node for ever.
+#[test]
+fn an_unreachable_owner_is_forgotten_and_the_seeds_asked_again() {
+    let cluster = RedisCluster::start();
+    let ns = unique_namespace("dead-owner");
+    let slot = slot_of(&cluster, &ns);
+    let owner = cluster.owner(slot);
+    let seed = *cluster
+        .ports()
+        .iter()
+        .find(|p| **p != owner)
+        .expect("another node");
+    cluster.kill_node(owner);
+    let store = open(
+        &format!("redis+cluster://:{CLUSTER_PASSWORD}@127.0.0.1:{seed}/0"),
+        Duration::from_secs(2),
+    )
+    .expect("open");
+    let before = cluster.redirections(seed, "MOVED");
+    for _ in 0..3 {
+        let e = store.snapshot(&ns).expect_err("the owner is down");
+        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+        assert!(e.message().contains(&format!("127.0.0.1:{owner}")), "{e}");
+    }
+    assert_eq!(
+        cluster.redirections(seed, "MOVED"),
+        before + 3,
+        "every call asked the seed again"
+    );
+}
+
 /// `?replicas=N` sends `WAIT` to the node that ran the script: these shards have no replica,
 /// so a write is refused naming the count, and one that writes nothing needs none.
 #[test]

@@ -68,7 +68,9 @@ impl Node {
             .args(["--cluster-enabled", "yes"])
             .args(["--cluster-port", &bus_port.to_string()])
             .args(["--cluster-config-file", "nodes.conf"])
-            .args(["--cluster-node-timeout", "5000"])
+            // Long: no test fails a node over, and a killed node must stay named as the owner
+            // by the others for as long as a test looks.
+            .args(["--cluster-node-timeout", "30000"])
             .arg("--dir")
             .arg(&dir)
             .args([
@@ -353,6 +355,24 @@ impl RedisCluster {
         self.move_keys(&m);
         self.finish_migration(&m);
         m
+    }
+
+    /// Kills the node on `port` with `SIGKILL` (the other nodes keep naming it as the owner of
+    /// its slots until the cluster's node timeout, 30 s, passes).
+    pub fn kill_node(&self, port: u16) {
+        let pid = self.node(port).child.id();
+        // The child is reaped when the node is dropped.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+        }
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while command(port, &["PING"]).is_some() {
+            assert!(
+                Instant::now() < deadline,
+                "cosid-testkit: node {port} still answers"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// How many `ASK` or `MOVED` (`code`) replies the node on `port` has sent since it started

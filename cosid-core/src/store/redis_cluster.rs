@@ -250,10 +250,15 @@ impl Cluster {
         let mut chain: Vec<String> = Vec::new();
         loop {
             let (addr, mut conn) = match &node {
-                Some(addr) => {
-                    let conn = self.connection(addr, timeout).await?;
-                    (addr.clone(), conn)
-                }
+                Some(addr) => match self.connection(addr, timeout).await {
+                    Ok(conn) => (addr.clone(), conn),
+                    Err(e) => {
+                        // A node that cannot be reached (a crashed primary whose replica took
+                        // over) is no owner to go back to: the next call asks the seeds.
+                        self.forget(addr);
+                        return Err(e);
+                    }
+                },
                 None => self.any_seed(timeout).await?,
             };
             let mut pipe = redis::pipe();
