@@ -269,6 +269,12 @@ mod tests {
             StoreUrl::parse("redis+sentinel://s1:26379,s2/cosid/0?replicas=1").unwrap(),
             StoreUrl::Redis { .. }
         ));
+        for cluster in ["redis+cluster://n1:7000,n2/0", "rediss+cluster://:pw@n1"] {
+            assert!(matches!(
+                StoreUrl::parse(cluster).unwrap(),
+                StoreUrl::Redis { .. }
+            ));
+        }
         assert!(matches!(
             StoreUrl::parse("postgresql://u@h/db").unwrap(),
             StoreUrl::Postgres { .. }
@@ -358,6 +364,10 @@ mod tests {
         assert_eq!(
             redact("redis+sentinel://u:SECRET@s1,s2:26380/m/1?replicas=1"),
             "redis+sentinel://***@s1,s2:26380/m/1?replicas=1"
+        );
+        assert_eq!(
+            redact("redis+cluster://:SECRET@n1:7000,n2:7001/0?replicas=1"),
+            "redis+cluster://***@n1:7000,n2:7001/0?replicas=1"
         );
         assert_eq!(
             redact("postgres://h/d?password=pa@SECRET&x=1"),
