@@ -375,6 +375,55 @@ fn a_redirection_loop_is_a_store_error_naming_the_chain() {
     assert!(!e.message().contains(CLUSTER_PASSWORD), "{e}");
 }
 
+/// A call whose keys a migration has split between two nodes (`TRYAGAIN`) is sent again until
+/// half the operation timeout, then fails with a `Store` error that says so; once the rest of
+/// the keys have moved it runs.
+#[test]
+fn keys_split_by_a_migration_are_waited_for_then_an_error_that_says_so() {
+    let cluster = RedisCluster::start();
+    let store = open(&cluster.url(""), Duration::from_secs(2)).expect("open");
+    let ns = unique_namespace("split");
+    let slot = slot_of(&cluster, &ns);
+    let c = client(&store, &ns, 2, LONG);
+    acquire(&c, &Owner::new("holder"));
+    let m = cluster.begin_migration(slot);
+    // Only the namespace record moves: a snapshot reads it and the slots hash.
+    let to = m.to.to_string();
+    let ns_key = format!("cosid:{{{ns}}}:ns");
+    let reply = cosid_testkit::redis_cluster::command(
+        m.from,
+        &[
+            "MIGRATE",
+            "127.0.0.1",
+            &to,
+            "",
+            "0",
+            "5000",
+            "AUTH",
+            CLUSTER_PASSWORD,
+            "KEYS",
+            &ns_key,
+        ],
+    );
+    assert!(
+        reply.as_deref().is_some_and(|r| r.starts_with(b"+OK")),
+        "{reply:?}"
+    );
+    let e = store.snapshot(&ns).expect_err("the keys are split");
+    assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+    assert!(
+        e.message()
+            .contains(&format!("hash slot {slot} is being migrated")),
+        "{e}"
+    );
+    assert!(e.message().contains("TRYAGAIN"), "{e}");
+    cluster.move_keys(&m);
+    let snapshot = store.snapshot(&ns).expect("the keys are together again");
+    assert_eq!(snapshot.slots.slots.len(), 1);
+    cluster.finish_migration(&m);
+    assert_eq!(store.snapshot(&ns).expect("moved").slots.slots.len(), 1);
+}
+
 /// A node that a `MOVED` names but that cannot be reached (a crashed primary) is not kept as
 /// the owner: each call asks the seeds again (after a shard's failover they name the promoted
 /// replica), rather than going back to the dead node for ever.

@@ -14,7 +14,8 @@
 //!   owner is not changed (the next call asks the owner again, which redirects again until the
 //!   migration ends with `MOVED`);
 //! - `TRYAGAIN` (a migration has moved some keys of the script and not others): the command is
-//!   sent again after a short pause;
+//!   sent again after a short pause, until half the operation timeout has passed (then an error
+//!   that says so);
 //! - `NOSCRIPT` (a node that has not seen the script, or restarted): the script is loaded on
 //!   that node and the command sent again.
 //!
@@ -248,6 +249,7 @@ impl Cluster {
         let mut asking = false;
         let mut loaded_on: Option<String> = None;
         let mut chain: Vec<String> = Vec::new();
+        let started = std::time::Instant::now();
         loop {
             let (addr, mut conn) = match &node {
                 Some(addr) => match self.connection(addr, timeout).await {
@@ -339,7 +341,17 @@ impl Cluster {
                     node = Some(to);
                 }
                 Some(ServerErrorKind::TryAgain) => {
-                    // Bounded by the operation timeout around the whole call.
+                    // Given up at half the operation timeout, so the error says why rather than
+                    // "no answer".
+                    if started.elapsed() + TRY_AGAIN_PAUSE >= timeout / 2 {
+                        return Err(format!(
+                            "cluster node {addr}: hash slot {slot} is being migrated and the \
+                             call's keys are split between two nodes (TRYAGAIN for {} ms); \
+                             the migration must move the rest of them (MIGRATE) before the call \
+                             can run",
+                            started.elapsed().as_millis()
+                        ));
+                    }
                     tokio::time::sleep(TRY_AGAIN_PAUSE).await;
                 }
                 _ => {
