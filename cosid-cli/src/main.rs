@@ -41,8 +41,8 @@ struct RuntimeArgs {
     /// Configuration file (YAML or JSON). Without it: the embedded SQLite store.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Store URL (memory:, sqlite://PATH, redis://…, redis+sentinel://…, postgres://…, etcd://…,
-    /// mysql://…).
+    /// Store URL (memory:, sqlite://PATH, redis://…, redis+sentinel://…, redis+cluster://…,
+    /// postgres://…, etcd://…, mysql://…).
     #[arg(long, value_name = "URL")]
     store: Option<String>,
     /// Namespace.

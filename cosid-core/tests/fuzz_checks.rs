@@ -117,9 +117,11 @@ proptest! {
         checks::credential_hidden(sel, &pw);
     }
 
-    /// The same with the MySQL schemes, which the selector byte of the one above cannot reach.
+    /// The same with the MySQL and Redis Cluster schemes, which the selector byte of the one
+    /// above cannot reach.
     #[test]
-    fn credentials_never_show_in_mysql_urls(sel in any::<u8>(), pw in password(), which in 0..2usize) {
+    fn credentials_never_show_in_more_schemes(sel in any::<u8>(), pw in password(),
+        which in 0..checks::MORE_CREDENTIAL_SCHEMES.len()) {
         checks::credential_hidden_in(checks::MORE_CREDENTIAL_SCHEMES[which], sel, &pw);
     }
 

@@ -248,7 +248,8 @@ const CREDENTIAL_SCHEMES: [&str; 13] = [
 /// Schemes beyond [`CREDENTIAL_SCHEMES`], whose 13 entries are all a selector byte reaches with
 /// 20 shapes (and whose order the saved regression cases depend on): checked through
 /// [`credential_hidden_in`] by a proptest of their own.
-pub const MORE_CREDENTIAL_SCHEMES: [&str; 2] = ["mysql", "mariadb"];
+pub const MORE_CREDENTIAL_SCHEMES: [&str; 4] =
+    ["mysql", "mariadb", "redis+cluster", "rediss+cluster"];
 
 /// The recognisable pieces of a password: its runs of five or more letters and digits that hold
 /// both (no message of cosid's own has such a run).
@@ -367,11 +368,13 @@ pub fn credential_hidden_in(scheme: &str, sel: u8, password: &str) {
 }
 
 /// The schemes [`store_url`] puts in front of its input (the first byte chooses).
-const STORE_SCHEMES: [&str; 13] = [
+const STORE_SCHEMES: [&str; 15] = [
     "redis://",
     "rediss://",
     "redis+sentinel://",
     "rediss+sentinel://",
+    "redis+cluster://",
+    "rediss+cluster://",
     "postgres://",
     "postgresql://",
     "etcd://",

@@ -25,6 +25,7 @@
 //! told.
 
 pub mod pg_standby;
+pub mod redis_cluster;
 pub mod redis_ha;
 
 use std::collections::HashMap;

@@ -361,7 +361,7 @@ pub fn command(port: u16, args: &[&str]) -> Option<Vec<u8>> {
 }
 
 /// The length of the first complete RESP value in `buf`, `None` while it is incomplete.
-fn complete(buf: &[u8]) -> Option<usize> {
+pub(crate) fn complete(buf: &[u8]) -> Option<usize> {
     let end = buf.windows(2).position(|w| w == b"\r\n")?;
     let head = std::str::from_utf8(&buf[1..end]).ok()?;
     let after = end + 2;

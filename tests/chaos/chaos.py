@@ -306,6 +306,8 @@ class Ctx:
         elif kind == "redis":
             if sentinel:
                 s = servers.RedisSentinel(self.dir, self.run.redis_password, clock_file, lagging=lagging)
+            elif cluster:
+                s = servers.RedisCluster(self.dir, self.run.redis_password, clock_file)
             else:
                 s = servers.Redis(self.dir, self.run.redis_password, clock_file, tls=certs)
         elif kind == "postgres":

@@ -896,3 +896,44 @@ def tls(ctx):
         for p in ps:
             ctx.check(bool(p.ids()), f"{p.label} issued nothing over TLS: {ctx.redact(p.stderr().strip()[-200:])}")
     ctx.after_checks.append(after)
+
+
+# ------------------------------------------------------------------------------------------------
+# Redis Cluster
+
+
+@scenario("redis-cluster-migration", ["redis"], store_opts={"cluster": True},
+          procs_note="6 CLI on one redis+cluster:// URL naming the 3 primaries",
+          why="a Redis Cluster of 3 primaries; the namespace's hash slot migrated twice while the processes issue "
+              "and renew: ASK while its keys are on the importing node, MOVED once the slot has moved")
+def redis_cluster_migration(ctx):
+    """Every process must issue a lease expiry after each migration ended (so it renewed on the
+    slot's new owner), the old owners must have answered ASK and MOVED, and no id or (slot,
+    millisecond) may be shared."""
+    group = ctx.server
+    slot = group.keyslot(f"cosid:{{{ctx.namespace}}}:slots")
+    ps = [ctx.spawn(f"p{i}") for i in range(6)]
+    ctx.sleep(3.0)
+    moves = []
+    for _ in range(2):
+        src, dst = group.begin_migration(slot)
+        ctx.sleep(1.0)
+        keys = group.move_keys(slot, src, dst)
+        ctx.note(f"hash slot {slot}: {keys} keys moved from port {src} to {dst}; the slot still migrating")
+        ctx.sleep(EXPIRY_S)
+        group.finish_migration(slot, src, dst)
+        moves.append((src, dst, keys, now_ms(), group.redirections(src, "ASK")))
+        ctx.note(f"hash slot {slot} now owned by port {dst}")
+        ctx.sleep(EXPIRY_S + 1.0)
+    # Read while the nodes run (they are stopped before the checks).
+    moved_counts = [group.redirections(src, "MOVED") for src, *_ in moves]
+
+    def after():
+        check_renewed_on_new_primary(ctx, ps, moves[-1][3], "the slot's last owner")
+        for (src, dst, keys, _, asks), moved in zip(moves, moved_counts):
+            ctx.check(keys >= 3, f"only {keys} keys moved from port {src}: the namespace was not on that slot")
+            ctx.check(asks > 0, f"port {src} answered no ASK while its slot's keys were on port {dst}")
+            ctx.check(moved > 0, f"port {src} answered no MOVED once port {dst} owned the slot")
+            ctx.event(f"slot {slot} from port {src} to {dst}: {keys} keys, {asks} ASK and {moved} MOVED answered by "
+                      f"port {src}")
+    ctx.after_checks.append(after)

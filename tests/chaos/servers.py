@@ -1109,3 +1109,124 @@ class RedisSentinel(Server):
         k = self.turn % len(self.sentinels)
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels[k:] + self.sentinels[:k])
         return f"redis+sentinel://:{pw}@{hosts}/{self.MASTER}/0?replicas={self.wait_replicas}"
+
+
+class RedisCluster(Server):
+    """A Redis Cluster of three primaries (no replicas) on 127.0.0.1, each with the password (and
+    it as `masterauth`), an append-only file fsynced on every write, a cluster bus port of its own
+    and a third of the 16384 hash slots; joined with `CLUSTER MEET`. Clients get one
+    `redis+cluster://` URL naming the three nodes, from the next one at each call.
+
+    `begin_migration`, `move_keys` and `finish_migration` move one hash slot to the next node
+    the way `redis-cli --cluster reshard` does (`SETSLOT … IMPORTING`/`MIGRATING`, `MIGRATE …
+    KEYS`, `SETSLOT … NODE` on every node); `redirections` reads a node's count of `ASK` or
+    `MOVED` replies (`INFO errorstats`)."""
+
+    kind = "redis"
+
+    def __init__(self, root: Path, password: str, clock_file: Path | None = None):
+        super().__init__(root, password, clock_file)
+        self.nodes = [Redis(root, password, clock_file, name=f"c{i}") for i in range(3)]
+        for n in self.nodes:
+            n.bus_port = free_port()
+            n.extra = ["--masterauth", password, "--cluster-enabled", "yes",
+                       "--cluster-config-file", "nodes.conf", "--cluster-port", str(n.bus_port),
+                       "--cluster-node-timeout", "5000"]
+        self.port = self.nodes[0].port
+        self.turn = 0
+        self.ids: dict[int, str] = {}
+
+    def cmd(self, port: int, *args: str):
+        return resp(port, *args, password=self.password, timeout=5.0)
+
+    def _until(self, what: str, cond, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Redis Cluster: {what} not within {timeout:.0f}s; see the logs in {self.root}")
+            time.sleep(0.1)
+
+    def start(self, timeout: float = 60) -> None:
+        for n in self.nodes:
+            n.launch()
+        for n in self.nodes:
+            n.wait_ready(timeout)
+        for i, n in enumerate(self.nodes):
+            self.ids[n.port] = self.cmd(n.port, "CLUSTER", "MYID")
+            first, last = i * 5461, 16383 if i == 2 else i * 5461 + 5460
+            self.cmd(n.port, "CLUSTER", "ADDSLOTSRANGE", str(first), str(last))
+        for n in self.nodes[1:]:
+            self.cmd(self.nodes[0].port, "CLUSTER", "MEET", "127.0.0.1", str(n.port), str(n.bus_port))
+
+        def ok() -> bool:
+            for n in self.nodes:
+                try:
+                    info = self.cmd(n.port, "CLUSTER", "INFO") or ""
+                except RespError:
+                    return False
+                if "cluster_state:ok" not in info or "cluster_known_nodes:3" not in info:
+                    return False
+            return True
+        self._until("every node serves the cluster and knows the others", ok, timeout)
+
+    def keyslot(self, key: str) -> int:
+        return int(self.cmd(self.port, "CLUSTER", "KEYSLOT", key))
+
+    def owner(self, slot: int, asked: int | None = None) -> int:
+        """The port of the node that owns `slot`, as the node on `asked` (the first) sees it."""
+        text = self.cmd(asked or self.port, "CLUSTER", "NODES") or ""
+        for line in text.splitlines():
+            f = line.split()
+            for r in f[8:]:
+                a, _, b = r.partition("-")
+                if a.isdigit() and int(a) <= slot <= int(b or a):
+                    return int(f[1].split("@")[0].rsplit(":", 1)[1])
+        raise RuntimeError(f"Redis Cluster: no node owns hash slot {slot}")
+
+    def begin_migration(self, slot: int) -> tuple[int, int]:
+        src = self.owner(slot)
+        ports = [n.port for n in self.nodes]
+        dst = ports[(ports.index(src) + 1) % len(ports)]
+        self.cmd(dst, "CLUSTER", "SETSLOT", str(slot), "IMPORTING", self.ids[src])
+        self.cmd(src, "CLUSTER", "SETSLOT", str(slot), "MIGRATING", self.ids[dst])
+        return src, dst
+
+    def move_keys(self, slot: int, src: int, dst: int) -> int:
+        moved = 0
+        while True:
+            keys = self.cmd(src, "CLUSTER", "GETKEYSINSLOT", str(slot), "100") or []
+            if not keys:
+                return moved
+            self.cmd(src, "MIGRATE", "127.0.0.1", str(dst), "", "0", "5000", "AUTH", self.password, "KEYS", *keys)
+            moved += len(keys)
+
+    def finish_migration(self, slot: int, src: int, dst: int) -> None:
+        for port in [dst, src] + [n.port for n in self.nodes if n.port not in (src, dst)]:
+            self.cmd(port, "CLUSTER", "SETSLOT", str(slot), "NODE", self.ids[dst])
+        self._until("every node names the new owner",
+                    lambda: all(self.owner(slot, n.port) == dst for n in self.nodes), 30)
+
+    def redirections(self, port: int, code: str) -> int:
+        text = self.cmd(port, "INFO", "errorstats") or ""
+        for line in text.splitlines():
+            if line.startswith(f"errorstat_{code}:count="):
+                return int(line.split("=", 1)[1])
+        return 0
+
+    def kill(self) -> None:
+        for n in self.nodes:
+            n.kill()
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()
+
+    def wipe(self) -> None:
+        raise RuntimeError("a Redis Cluster is not wiped: start a new one")
+
+    def url(self, port=None, password=None) -> str:
+        pw = self.password if password is None else password
+        self.turn += 1
+        k = self.turn % len(self.nodes)
+        hosts = ",".join(f"127.0.0.1:{n.port}" for n in self.nodes[k:] + self.nodes[:k])
+        return f"redis+cluster://:{pw}@{hosts}/0"

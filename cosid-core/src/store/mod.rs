@@ -141,6 +141,7 @@ pub type SharedStore = Arc<dyn SlotStore>;
 
 /// Opens the store a URL names: `memory:`, `memory:NAME`, `sqlite://PATH`, and, when built with
 /// their features, `redis://`, `rediss://`, `redis+sentinel://`, `rediss+sentinel://`,
+/// `redis+cluster://`, `rediss+cluster://`,
 /// `postgres://`, `postgresql://`, `etcd://`, `etcds://`, `mysql://`, `mariadb://`.
 pub fn open(url: &str) -> Result<SharedStore> {
     let parsed = StoreUrl::parse(url)?;

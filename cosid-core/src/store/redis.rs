@@ -1,5 +1,7 @@
 //! `redis://` and `rediss://` (TLS): the slot store in Redis (or Valkey); `redis+sentinel://`
-//! and `rediss+sentinel://`: the same on the master that Redis Sentinel names.
+//! and `rediss+sentinel://`: the same on the master that Redis Sentinel names;
+//! `redis+cluster://` and `rediss+cluster://`: on a Redis Cluster, following its redirections
+//! (`redis_cluster.rs`).
 //!
 //! Each primitive is one Lua script, run atomically by the server in one round trip
 //! (`EVALSHA`, falling back to `EVAL` once after a server restart emptied its script cache). The
@@ -17,7 +19,7 @@
 //! asks the sentinels again and follows a failover.
 //!
 //! Keys of namespace `ns`, all with the hash tag `{ns}` so the namespace lives in one hash slot
-//! and works on Redis Cluster:
+//! (one shard of a Redis Cluster, where a script may only touch keys of one slot):
 //!
 //! | key                  | type   | holds                                                    |
 //! |----------------------|--------|----------------------------------------------------------|
@@ -32,6 +34,9 @@
 //! the lost write. The record lines are those of `store::codec`.
 //!
 //! What Redis must be set up to keep for uniqueness to hold is in `docs/stores.md`.
+
+#[path = "redis_cluster.rs"]
+mod cluster;
 
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
 use super::{codec, NamespaceSnapshot, SlotStore, StoreUrl, Written};
@@ -157,6 +162,8 @@ enum Target {
         /// The database number.
         db: i64,
     },
+    /// `redis+cluster://`: the node that owns the namespace's hash slot, per call.
+    Cluster(Arc<cluster::Cluster>),
 }
 
 impl fmt::Debug for RedisStore {
@@ -184,14 +191,16 @@ fn keys(namespace: &str) -> Keys {
 }
 
 /// The forms a Redis store URL may take, for error messages.
-const FORMS: &str = "use redis://[user:password@]host[:port][/db], rediss://… for TLS, or \
+const FORMS: &str = "use redis://[user:password@]host[:port][/db], rediss://… for TLS, \
      redis+sentinel://[user:password@]sentinel1[:26379][,sentinel2…]/MASTERNAME[/db] \
-     (rediss+sentinel://… for TLS), each with ?replicas=N[&wait_timeout_ms=M]";
+     (rediss+sentinel://… for TLS), or redis+cluster://[user:password@]node1[:6379][,node2…][/0] \
+     (rediss+cluster://… for TLS), each with ?replicas=N[&wait_timeout_ms=M]";
 
 /// The parts of a Redis store URL: everything after the last `@` is split into hosts, path and
 /// query (a password may hold `/`, `?` or `@`, the host part cannot).
 struct Parts<'a> {
-    /// `redis`, `rediss`, `redis+sentinel` or `rediss+sentinel`, lower case.
+    /// `redis`, `rediss`, `redis+sentinel`, `rediss+sentinel`, `redis+cluster` or
+    /// `rediss+cluster`, lower case.
     scheme: String,
     /// The user information with its `@`, or "".
     userinfo: &'a str,
@@ -445,7 +454,8 @@ fn sentinel_target(parts: &Parts<'_>, name: &str, tls: bool) -> Result<(Target, 
 
 impl RedisStore {
     /// Opens the store `url` (`redis://[user:password@]host[:port][/db]`, `rediss://…`, or
-    /// `redis+sentinel://[user:password@]sentinel[:port][,…]/MASTERNAME[/db]`, each with
+    /// `redis+sentinel://[user:password@]sentinel[:port][,…]/MASTERNAME[/db]`, or
+    /// `redis+cluster://[user:password@]node[:port][,…][/0]`, each with
     /// `?replicas=N[&wait_timeout_ms=M]`) with the default 2 s bound on connecting and on every
     /// operation. Connects lazily: a server that is down now gives `Store` errors from the
     /// operations, not from here.
@@ -457,7 +467,7 @@ impl RedisStore {
     pub fn open_with_timeout(url: &StoreUrl, timeout: Duration) -> Result<Arc<RedisStore>> {
         let StoreUrl::Redis { url: raw } = url else {
             return Err(Error::config(format!(
-                "store '{}' is not a redis://, rediss:// or redis+sentinel:// URL",
+                "store '{}' is not a redis://, rediss://, redis+sentinel:// or redis+cluster:// URL",
                 url.redacted()
             )));
         };
@@ -489,6 +499,10 @@ impl RedisStore {
             "redis+sentinel" | "rediss+sentinel" => {
                 let (target, info) = sentinel_target(&parts, &name, tls)?;
                 (Some(target), info)
+            }
+            "redis+cluster" | "rediss+cluster" => {
+                let (cluster, info) = cluster::cluster_target(&parts, &name, tls)?;
+                (Some(Target::Cluster(Arc::new(cluster))), info)
             }
             _ => {
                 return Err(Error::config(format!(
@@ -566,9 +580,39 @@ impl RedisStore {
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Value> {
+        let replicas = if write { self.shared.replicas } else { 0 };
+        let (value, acked) = if let Target::Cluster(cluster) = &self.shared.target {
+            let (cluster, shared) = (cluster.clone(), self.shared.clone());
+            let timeout = self.io.timeout();
+            self.io
+                .run(async move {
+                    let request = cluster::Request {
+                        script: script(&shared.scripts),
+                        keys: &keys,
+                        args: &args,
+                        replicas,
+                        wait_timeout_ms: shared.wait_timeout_ms,
+                    };
+                    cluster.run(request, timeout).await
+                })
+                .map_err(|f| self.io.failure(what, f))?
+        } else {
+            self.call_one_server(what, script, replicas, keys, args)?
+        };
+        self.counted(what, value, acked)
+    }
+
+    /// [`RedisStore::call`] on the one server (or Sentinel's master) of the shared connection.
+    fn call_one_server(
+        &self,
+        what: &str,
+        script: fn(&Scripts) -> &Script,
+        replicas: u32,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Result<(Value, Option<i64>)> {
         let (number, mut conn) = self.connection(what)?;
         let shared = self.shared.clone();
-        let replicas = if write { shared.replicas } else { 0 };
         let outcome = self.io.run(async move {
             let script = script(&shared.scripts);
             let mut invocation = script.prepare_invoke();
@@ -612,20 +656,21 @@ impl RedisStore {
             }
             self.io.failure(what, f)
         })?;
-        // A compare-and-set that wrote nothing answers nil, or (a slot's) {nil, sec, usec}.
-        let wrote = match &value {
-            Value::Nil => false,
-            Value::Array(items) => items.first().is_some_and(|v| *v != Value::Nil),
-            _ => true,
-        };
+        let acked_short = acked.is_some_and(|a| a < i64::from(self.shared.replicas));
+        if acked_short && matches!(self.shared.target, Target::Sentinel { .. }) && wrote(&value) {
+            // This master may be cut off from the others: ask the sentinels again.
+            self.conn.drop_if_current(number);
+        }
+        Ok((value, acked))
+    }
+
+    /// `value` if the write it answers counts as done: with `WAIT`, one that wrote counts
+    /// only once the replicas the URL asks for have acknowledged it.
+    fn counted(&self, what: &str, value: Value, acked: Option<i64>) -> Result<Value> {
         match acked {
             // A compare-and-set that wrote (a version) counts only once N replicas have it; one
             // that wrote nothing needs no acknowledgement.
-            Some(acked) if wrote && acked < i64::from(self.shared.replicas) => {
-                if matches!(self.shared.target, Target::Sentinel { .. }) {
-                    // This master may be cut off from the others: ask the sentinels again.
-                    self.conn.drop_if_current(number);
-                }
+            Some(acked) if wrote(&value) && acked < i64::from(self.shared.replicas) => {
                 Err(self.io.error(
                     what,
                     &format!(
@@ -705,6 +750,16 @@ impl RedisStore {
     }
 }
 
+/// Whether a compare-and-set's reply says it wrote: one that wrote nothing answers nil, or (a
+/// slot's) {nil, sec, usec}.
+fn wrote(value: &Value) -> bool {
+    match value {
+        Value::Nil => false,
+        Value::Array(items) => items.first().is_some_and(|v| *v != Value::Nil),
+        _ => true,
+    }
+}
+
 /// The URL of the master at `host:port`, with the store URL's user information and database.
 fn master_url(scheme: &str, userinfo: &str, host: &str, port: u16, db: i64) -> String {
     let host = if host.contains(':') && !host.starts_with('[') {
@@ -748,6 +803,13 @@ impl Shared {
                 userinfo,
                 db,
             } => (sentinels, master, scheme, userinfo, db),
+            Target::Cluster(_) => {
+                return Err(
+                    "a cluster is reached through the node of each hash slot, not one \
+                            shared connection"
+                        .to_string(),
+                )
+            }
         };
         // Each sentinel gets an equal share of the bound, so one that hangs leaves time to ask
         // the next.
@@ -1072,6 +1134,24 @@ mod tests {
             assert_eq!(e.kind(), crate::ErrorKind::Config, "{bad}: {e}");
             assert!(e.message().contains(says), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_cluster_url_names_its_seeds_and_database_0_only() {
+        let s = open("redis+cluster://:SECRET@h1,h2:7000,[::1]:7001/0?replicas=1").unwrap();
+        assert_eq!(s.shared.replicas, 1);
+        let Target::Cluster(cluster) = &s.shared.target else {
+            panic!("a cluster URL gives a cluster target");
+        };
+        assert_eq!(cluster.seeds(), ["h1:6379", "h2:7000", "[::1]:7001"]);
+        assert_eq!(s.io.scrub("x SECRET y"), "x *** y");
+        assert!(!format!("{s:?} {}", s.describe()).contains("SECRET"));
+        for db in ["", "/", "/0", "/0/"] {
+            let url = format!("rediss+cluster://h1{db}");
+            assert!(open(&url).is_ok(), "{url}");
+        }
+        let e = open("redis+cluster://h1/2").expect_err("database 2");
+        assert!(e.message().contains("has the database '2'"), "{e}");
     }
 
     #[test]

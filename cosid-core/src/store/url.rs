@@ -18,8 +18,9 @@ pub enum StoreUrl {
         /// The database file.
         path: PathBuf,
     },
-    /// `redis://…`, `rediss://…`, or `redis+sentinel://…` / `rediss+sentinel://…` (the master
-    /// that Redis Sentinel names).
+    /// `redis://…`, `rediss://…`, `redis+sentinel://…` / `rediss+sentinel://…` (the master
+    /// that Redis Sentinel names), or `redis+cluster://…` / `rediss+cluster://…` (a Redis
+    /// Cluster).
     Redis {
         /// The URL as given (may hold a password).
         url: String,
@@ -97,9 +98,8 @@ impl StoreUrl {
                     path: PathBuf::from(path),
                 })
             }
-            "redis" | "rediss" | "redis+sentinel" | "rediss+sentinel" => {
-                Self::network(t, rest, &bad).map(|url| StoreUrl::Redis { url })
-            }
+            "redis" | "rediss" | "redis+sentinel" | "rediss+sentinel" | "redis+cluster"
+            | "rediss+cluster" => Self::network(t, rest, &bad).map(|url| StoreUrl::Redis { url }),
             "postgres" | "postgresql" => {
                 Self::network(t, rest, &bad).map(|url| StoreUrl::Postgres { url })
             }
@@ -149,13 +149,15 @@ impl StoreUrl {
 }
 
 /// The schemes of [`StoreUrl::parse`].
-const KNOWN_SCHEMES: [&str; 12] = [
+const KNOWN_SCHEMES: [&str; 14] = [
     "memory",
     "sqlite",
     "redis",
     "rediss",
     "redis+sentinel",
     "rediss+sentinel",
+    "redis+cluster",
+    "rediss+cluster",
     "postgres",
     "postgresql",
     "etcd",
@@ -267,6 +269,12 @@ mod tests {
             StoreUrl::parse("redis+sentinel://s1:26379,s2/cosid/0?replicas=1").unwrap(),
             StoreUrl::Redis { .. }
         ));
+        for cluster in ["redis+cluster://n1:7000,n2/0", "rediss+cluster://:pw@n1"] {
+            assert!(matches!(
+                StoreUrl::parse(cluster).unwrap(),
+                StoreUrl::Redis { .. }
+            ));
+        }
         assert!(matches!(
             StoreUrl::parse("postgresql://u@h/db").unwrap(),
             StoreUrl::Postgres { .. }
@@ -356,6 +364,10 @@ mod tests {
         assert_eq!(
             redact("redis+sentinel://u:SECRET@s1,s2:26380/m/1?replicas=1"),
             "redis+sentinel://***@s1,s2:26380/m/1?replicas=1"
+        );
+        assert_eq!(
+            redact("redis+cluster://:SECRET@n1:7000,n2:7001/0?replicas=1"),
+            "redis+cluster://***@n1:7000,n2:7001/0?replicas=1"
         );
         assert_eq!(
             redact("postgres://h/d?password=pa@SECRET&x=1"),

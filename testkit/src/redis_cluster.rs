@@ -1,0 +1,505 @@
+//! A throwaway Redis Cluster of three primaries (no replicas), for the cluster store tests.
+//!
+//! [`RedisCluster::start`] starts three `redis-server --cluster-enabled yes` nodes on free
+//! loopback ports (client port and cluster bus port both chosen free), each with the password
+//! [`CLUSTER_PASSWORD`] and an append-only file fsynced on every write, gives each a third of the
+//! 16384 hash slots (`CLUSTER ADDSLOTSRANGE`), joins them (`CLUSTER MEET`), and returns once
+//! every node says `cluster_state:ok` and knows the other two.
+//!
+//! [`RedisCluster::url`] is the `redis+cluster://` store URL naming every node.
+//! [`RedisCluster::migrate_slot`] moves one hash slot from its owner to the next node the way
+//! `redis-cli --cluster reshard` does, in three steps a test can also take one by one while
+//! clients run: [`RedisCluster::begin_migration`] (`CLUSTER SETSLOT … IMPORTING` on the target,
+//! `MIGRATING` on the owner: from then on the owner answers `ASK` for keys it no longer has),
+//! [`RedisCluster::move_keys`] (`MIGRATE … KEYS` of every key of the slot), and
+//! [`RedisCluster::finish_migration`] (`CLUSTER SETSLOT … NODE` on every node: the owner
+//! answers `MOVED` from then on). [`RedisCluster::redirections`] reads a node's count of `ASK`
+//! or `MOVED` replies (`INFO errorstats`), so a test can tell which redirections its clients
+//! followed. Every process is tied to this one (see the crate documentation) and killed on drop;
+//! every wait is bounded.
+
+use super::redis_ha::complete;
+use super::READY_TIMEOUT;
+use super::{binary, free_port, register, spawn_tied, tail, unregister, Kind, NEXT_ID};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The password of every node of a [`RedisCluster`]: a test fixture, not a secret.
+pub const CLUSTER_PASSWORD: &str = "pw-of-the-test-cluster";
+
+/// The environment variable naming a Redis Cluster to use instead of starting one.
+pub const CLUSTER_URL_VAR: &str = "COSID_TEST_REDIS_CLUSTER_URL";
+
+/// The number of primaries.
+const NODES: usize = 3;
+
+/// One cluster node, killed (and its directory removed) on drop.
+#[derive(Debug)]
+struct Node {
+    id: u64,
+    port: u16,
+    bus_port: u16,
+    /// The node's cluster id (`CLUSTER MYID`).
+    node_id: String,
+    dir: PathBuf,
+    child: Child,
+}
+
+impl Node {
+    fn start() -> Node {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let (port, bus_port) = (free_port(), free_port());
+        let dir = std::env::temp_dir().join(format!(
+            "cosid-testkit-{}-{id}-cluster-node",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("cosid-testkit: cannot create {}: {e}", dir.display()));
+        register(id, None, &dir);
+        let log = dir.join("server.log");
+        let out = std::fs::File::create(&log).expect("cosid-testkit: cluster node log");
+        let mut cmd = Command::new(binary(Kind::Redis));
+        cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--cluster-enabled", "yes"])
+            .args(["--cluster-port", &bus_port.to_string()])
+            .args(["--cluster-config-file", "nodes.conf"])
+            // Long: no test fails a node over, and a killed node must stay named as the owner
+            // by the others for as long as a test looks.
+            .args(["--cluster-node-timeout", "30000"])
+            .arg("--dir")
+            .arg(&dir)
+            .args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--save",
+                "",
+            ])
+            .args(["--daemonize", "no", "--protected-mode", "no"])
+            .args(["--requirepass", CLUSTER_PASSWORD])
+            .args(["--masterauth", CLUSTER_PASSWORD])
+            .args(["--maxclients", "1000"])
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out);
+        let child = spawn_tied(cmd)
+            .unwrap_or_else(|e| panic!("cosid-testkit: cannot start a cluster node: {e}"));
+        register(id, Some(child.id()), &dir);
+        let mut node = Node {
+            id,
+            port,
+            bus_port,
+            node_id: String::new(),
+            dir,
+            child,
+        };
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while !command(port, &["PING"]).is_some_and(|r| r.starts_with(b"+PONG")) {
+            let exited = matches!(node.child.try_wait(), Ok(Some(_)));
+            if exited || Instant::now() > deadline {
+                panic!(
+                    "cosid-testkit: the cluster node on port {port} did not start; its log:\n{}",
+                    tail(&log)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        node.node_id = text(&command(port, &["CLUSTER", "MYID"]).expect("CLUSTER MYID"))
+            .lines()
+            .nth(1)
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(node.node_id.len(), 40, "cosid-testkit: CLUSTER MYID");
+        node
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        unregister(self.id);
+    }
+}
+
+/// Three primaries that share the hash slots (see the module documentation).
+#[derive(Debug)]
+pub struct RedisCluster {
+    nodes: Vec<Node>,
+}
+
+/// A hash slot on its way from one node to another (see [`RedisCluster::begin_migration`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Migration {
+    /// The hash slot.
+    pub slot: u16,
+    /// The port of the node that owned it.
+    pub from: u16,
+    /// The port of the node it goes to.
+    pub to: u16,
+}
+
+impl RedisCluster {
+    /// Starts three primaries and waits until the cluster serves every hash slot.
+    pub fn start() -> RedisCluster {
+        let nodes: Vec<Node> = (0..NODES).map(|_| Node::start()).collect();
+        let per = 16384 / NODES;
+        for (i, n) in nodes.iter().enumerate() {
+            let first = i * per;
+            let last = if i + 1 == NODES {
+                16383
+            } else {
+                first + per - 1
+            };
+            let reply = command(
+                n.port,
+                &[
+                    "CLUSTER",
+                    "ADDSLOTSRANGE",
+                    &first.to_string(),
+                    &last.to_string(),
+                ],
+            );
+            assert!(
+                reply.as_deref().is_some_and(|r| r.starts_with(b"+OK")),
+                "cosid-testkit: CLUSTER ADDSLOTSRANGE answered {:?}",
+                reply.map(|r| text(&r))
+            );
+        }
+        for n in &nodes[1..] {
+            let reply = command(
+                nodes[0].port,
+                &[
+                    "CLUSTER",
+                    "MEET",
+                    "127.0.0.1",
+                    &n.port.to_string(),
+                    &n.bus_port.to_string(),
+                ],
+            );
+            assert!(
+                reply.as_deref().is_some_and(|r| r.starts_with(b"+OK")),
+                "cosid-testkit: CLUSTER MEET answered {:?}",
+                reply.map(|r| text(&r))
+            );
+        }
+        let cluster = RedisCluster { nodes };
+        cluster.wait_until("every node serves the cluster and knows the others", || {
+            cluster.nodes.iter().all(|n| {
+                let info = command(n.port, &["CLUSTER", "INFO"])
+                    .map(|r| text(&r))
+                    .unwrap_or_default();
+                info.contains("cluster_state:ok")
+                    && info.contains(&format!("cluster_known_nodes:{NODES}"))
+                    && info.contains("cluster_slots_assigned:16384")
+            })
+        });
+        cluster
+    }
+
+    /// `redis+cluster://` with the password and every node, then `query` (`""` or
+    /// `"?replicas=1"` and the like).
+    pub fn url(&self, query: &str) -> String {
+        let hosts: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        format!(
+            "redis+cluster://:{CLUSTER_PASSWORD}@{}/0{query}",
+            hosts.join(",")
+        )
+    }
+
+    /// The client ports of the nodes.
+    pub fn ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(|n| n.port).collect()
+    }
+
+    /// The hash slot of `key`, as the cluster computes it (`CLUSTER KEYSLOT`).
+    pub fn keyslot(&self, key: &str) -> u16 {
+        let reply = command(self.nodes[0].port, &["CLUSTER", "KEYSLOT", key]);
+        integer(reply.as_deref()).unwrap_or_else(|| panic!("cosid-testkit: CLUSTER KEYSLOT {key}"))
+            as u16
+    }
+
+    /// The port of the node that owns `slot`, as the node on `asked` sees it.
+    pub fn owner_seen_by(&self, asked: u16, slot: u16) -> u16 {
+        let nodes = text(&command(asked, &["CLUSTER", "NODES"]).expect("CLUSTER NODES"));
+        for line in nodes.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let owns = fields.iter().skip(8).any(|range| {
+                let (a, b) = range.split_once('-').unwrap_or((range, range));
+                matches!((a.parse::<u16>(), b.parse::<u16>()), (Ok(a), Ok(b)) if a <= slot && slot <= b)
+            });
+            if owns {
+                let addr = fields
+                    .get(1)
+                    .and_then(|a| a.split('@').next())
+                    .unwrap_or("");
+                if let Some(port) = addr.rsplit(':').next().and_then(|p| p.parse().ok()) {
+                    return port;
+                }
+            }
+        }
+        panic!("cosid-testkit: no node owns hash slot {slot} in CLUSTER NODES:\n{nodes}");
+    }
+
+    /// The port of the node that owns `slot` (as its first node sees it).
+    pub fn owner(&self, slot: u16) -> u16 {
+        self.owner_seen_by(self.nodes[0].port, slot)
+    }
+
+    /// Starts moving `slot` from its owner to the next node: `CLUSTER SETSLOT slot IMPORTING`
+    /// on that node, then `MIGRATING` on the owner. Keys stay where they are until
+    /// [`RedisCluster::move_keys`].
+    pub fn begin_migration(&self, slot: u16) -> Migration {
+        let from = self.owner(slot);
+        let i = self
+            .nodes
+            .iter()
+            .position(|n| n.port == from)
+            .expect("the owner is a node of the cluster");
+        let to = self.nodes[(i + 1) % NODES].port;
+        let s = slot.to_string();
+        ok(
+            to,
+            &[
+                "CLUSTER",
+                "SETSLOT",
+                &s,
+                "IMPORTING",
+                &self.node(from).node_id,
+            ],
+        );
+        ok(
+            from,
+            &[
+                "CLUSTER",
+                "SETSLOT",
+                &s,
+                "MIGRATING",
+                &self.node(to).node_id,
+            ],
+        );
+        Migration { slot, from, to }
+    }
+
+    /// Moves every key of the migration's slot to its target (`CLUSTER GETKEYSINSLOT`, then one
+    /// `MIGRATE … KEYS` per batch, until the owner holds none). Returns how many keys moved.
+    pub fn move_keys(&self, m: &Migration) -> usize {
+        let s = m.slot.to_string();
+        let to_port = m.to.to_string();
+        let mut moved = 0;
+        loop {
+            let reply = command(m.from, &["CLUSTER", "GETKEYSINSLOT", &s, "100"])
+                .expect("CLUSTER GETKEYSINSLOT");
+            let keys: Vec<String> = text(&reply)
+                .lines()
+                .skip(1)
+                .filter(|l| !l.starts_with('$'))
+                .map(String::from)
+                .collect();
+            if keys.is_empty() {
+                return moved;
+            }
+            let mut args = vec![
+                "MIGRATE",
+                "127.0.0.1",
+                &to_port,
+                "",
+                "0",
+                "5000",
+                "AUTH",
+                CLUSTER_PASSWORD,
+                "KEYS",
+            ];
+            args.extend(keys.iter().map(String::as_str));
+            ok(m.from, &args);
+            moved += keys.len();
+        }
+    }
+
+    /// Ends the migration: `CLUSTER SETSLOT slot NODE target` on the target, the old owner and
+    /// the other node, and waits until every node names the target as the owner.
+    pub fn finish_migration(&self, m: &Migration) {
+        let s = m.slot.to_string();
+        let to_id = self.node(m.to).node_id.clone();
+        let mut order = vec![m.to, m.from];
+        order.extend(
+            self.ports()
+                .into_iter()
+                .filter(|p| *p != m.to && *p != m.from),
+        );
+        for port in order {
+            ok(port, &["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
+        }
+        self.wait_until("every node names the new owner of the slot", || {
+            self.nodes
+                .iter()
+                .all(|n| self.owner_seen_by(n.port, m.slot) == m.to)
+        });
+    }
+
+    /// Moves `slot` from its owner to the next node, keys and all.
+    pub fn migrate_slot(&self, slot: u16) -> Migration {
+        let m = self.begin_migration(slot);
+        self.move_keys(&m);
+        self.finish_migration(&m);
+        m
+    }
+
+    /// Kills the node on `port` with `SIGKILL` (the other nodes keep naming it as the owner of
+    /// its slots until the cluster's node timeout, 30 s, passes).
+    pub fn kill_node(&self, port: u16) {
+        let pid = self.node(port).child.id();
+        // The child is reaped when the node is dropped.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+        }
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while command(port, &["PING"]).is_some() {
+            assert!(
+                Instant::now() < deadline,
+                "cosid-testkit: node {port} still answers"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// How many `ASK` or `MOVED` (`code`) replies the node on `port` has sent since it started
+    /// (`INFO errorstats`).
+    pub fn redirections(&self, port: u16, code: &str) -> u64 {
+        let info = text(&command(port, &["INFO", "errorstats"]).expect("INFO errorstats"));
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("errorstat_{code}:count=")))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    fn node(&self, port: u16) -> &Node {
+        self.nodes
+            .iter()
+            .find(|n| n.port == port)
+            .unwrap_or_else(|| panic!("cosid-testkit: no cluster node on port {port}"))
+    }
+
+    /// Polls `done` every 50 ms until it holds, or panics naming `what` after
+    /// [`READY_TIMEOUT`] with the nodes' logs.
+    fn wait_until(&self, what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while !done() {
+            if Instant::now() > deadline {
+                let logs: Vec<String> = self
+                    .nodes
+                    .iter()
+                    .map(|n| {
+                        format!(
+                            "node on port {}:\n{}",
+                            n.port,
+                            tail(&n.dir.join("server.log"))
+                        )
+                    })
+                    .collect();
+                panic!(
+                    "cosid-testkit: not done within {READY_TIMEOUT:?}: {what}\n{}",
+                    logs.join("\n")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// The `redis+cluster://` URL of this test binary's shared cluster (started on first use), or
+/// [`CLUSTER_URL_VAR`] when set.
+pub fn shared_redis_cluster_url() -> String {
+    if let Ok(url) = std::env::var(CLUSTER_URL_VAR) {
+        if !url.trim().is_empty() {
+            return url;
+        }
+    }
+    static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
+    CLUSTER.get_or_init(RedisCluster::start).url("")
+}
+
+/// Sends `args` to the node on `port` and panics unless it answers `+OK`.
+fn ok(port: u16, args: &[&str]) {
+    let reply = command(port, args);
+    assert!(
+        reply.as_deref().is_some_and(|r| r.starts_with(b"+OK")),
+        "cosid-testkit: {} on port {port} answered {:?}",
+        args.first().copied().unwrap_or(""),
+        reply.map(|r| text(&r))
+    );
+}
+
+fn text(reply: &[u8]) -> String {
+    String::from_utf8_lossy(reply).into_owned()
+}
+
+/// The integer of a `:N` reply.
+fn integer(reply: Option<&[u8]>) -> Option<i64> {
+    let t = std::str::from_utf8(reply?).ok()?;
+    t.strip_prefix(':')?.trim_end().parse().ok()
+}
+
+/// Sends `AUTH` with [`CLUSTER_PASSWORD`] and then one command to the node on `port`, and
+/// returns the command's whole reply (raw RESP), or `None` when the node cannot be reached or
+/// does not answer within a few seconds.
+pub fn command(port: u16, args: &[&str]) -> Option<Vec<u8>> {
+    let addr = ([127, 0, 0, 1], port).into();
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(5000))).ok()?;
+    let mut req = Vec::new();
+    for cmd in [&["AUTH", CLUSTER_PASSWORD][..], args] {
+        req.extend_from_slice(format!("*{}\r\n", cmd.len()).as_bytes());
+        for a in cmd {
+            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+    }
+    s.write_all(&req).ok()?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(first) = complete(&got) {
+            if let Some(second) = complete(&got[first..]) {
+                return Some(got[first..first + second].to_vec());
+            }
+        }
+        let n = s.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_migrated_slot_changes_owner_with_its_keys() {
+        let cluster = RedisCluster::start();
+        let slot = cluster.keyslot("{testkit}:k");
+        let from = cluster.owner(slot);
+        let set = command(from, &["SET", "{testkit}:k", "v"]).expect("SET");
+        assert!(set.starts_with(b"+OK"), "{}", text(&set));
+        let m = cluster.migrate_slot(slot);
+        assert_eq!((m.from, cluster.owner(slot)), (from, m.to));
+        let get = command(m.to, &["GET", "{testkit}:k"]).expect("GET");
+        assert!(text(&get).contains("\r\nv\r\n"), "{}", text(&get));
+        let moved = command(m.from, &["GET", "{testkit}:k"]).expect("GET");
+        assert!(moved.starts_with(b"-MOVED"), "{}", text(&moved));
+        assert!(cluster.redirections(m.from, "MOVED") >= 1);
+    }
+}
