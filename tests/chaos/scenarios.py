@@ -863,32 +863,27 @@ def tls(ctx):
                           env={"SSL_CERT_FILE": "/dev/null"})
         ctx.check(r.returncode != 0, "rediss:// accepted a certificate from an unknown CA")
         ctx.event(f"rediss:// without the CA: `{last_line(r)}`")
-    elif ctx.store_kind == "mysql":
-        srv = ctx.server
-        r = ctx.cosid_cmd(["next", "-n", "1", "--store", srv.url(ssl_mode="disabled")] + base, timeout=30,
-                          label="tls-plain")
-        ctx.check(r.returncode != 0, "ssl-mode=disabled was accepted by a TLS-only server")
-        ctx.event(f"ssl-mode=disabled: `{last_line(r)}`")
-        r = ctx.cosid_cmd(["next", "-n", "1", "--store", srv.url(ssl_mode="verify_identity").split("&ssl-ca")[0]] + base,
-                          timeout=30, label="tls-no-ca", env={"SSL_CERT_FILE": "/dev/null"})
-        ctx.check(r.returncode != 0, "ssl-mode=verify_identity accepted a certificate from an unknown CA")
-        ctx.event(f"verify_identity without the CA: `{last_line(r)}`")
-        r = ctx.cosid_cmd(["next", "-n", "1", "--store", srv.url(ssl_mode="required")] + base, timeout=30,
-                          label="tls-require")
-        ctx.check(r.returncode == 0, f"ssl-mode=required failed: {last_line(r)}")
     else:
+        # The TLS-only server: plain text refused, its certificate refused without the CA, and
+        # accepted with encryption but no certificate check. (setting, its URL) for each.
         srv = ctx.server
-        r = ctx.cosid_cmd(["next", "-n", "1", "--store", srv.url(sslmode="disable")] + base, timeout=30,
-                          label="tls-plain")
-        ctx.check(r.returncode != 0, "sslmode=disable was accepted by a TLS-only server")
-        ctx.event(f"sslmode=disable: `{last_line(r)}`")
-        r = ctx.cosid_cmd(["next", "-n", "1", "--store", srv.url(sslmode="verify-full").split("&sslrootcert")[0]] + base,
-                          timeout=30, label="tls-no-ca", env={"SSL_CERT_FILE": "/dev/null"})
-        ctx.check(r.returncode != 0, "sslmode=verify-full accepted a certificate from an unknown CA")
-        ctx.event(f"verify-full without the CA: `{last_line(r)}`")
-        r = ctx.cosid_cmd(["next", "-n", "1", "--store", srv.url(sslmode="require")] + base, timeout=30,
-                          label="tls-require")
-        ctx.check(r.returncode == 0, f"sslmode=require failed: {last_line(r)}")
+        if ctx.store_kind == "mysql":
+            plain, verify, require = "ssl-mode=disabled", "ssl-mode=verify_identity", "ssl-mode=required"
+            urls = [srv.url(ssl_mode="disabled"), srv.url(ssl_mode="verify_identity").split("&ssl-ca")[0],
+                    srv.url(ssl_mode="required")]
+        else:
+            plain, verify, require = "sslmode=disable", "sslmode=verify-full", "sslmode=require"
+            urls = [srv.url(sslmode="disable"), srv.url(sslmode="verify-full").split("&sslrootcert")[0],
+                    srv.url(sslmode="require")]
+        r = ctx.cosid_cmd(["next", "-n", "1", "--store", urls[0]] + base, timeout=30, label="tls-plain")
+        ctx.check(r.returncode != 0, f"{plain} was accepted by a TLS-only server")
+        ctx.event(f"{plain}: `{last_line(r)}`")
+        r = ctx.cosid_cmd(["next", "-n", "1", "--store", urls[1]] + base, timeout=30, label="tls-no-ca",
+                          env={"SSL_CERT_FILE": "/dev/null"})
+        ctx.check(r.returncode != 0, f"{verify} accepted a certificate from an unknown CA")
+        ctx.event(f"{verify} without the CA: `{last_line(r)}`")
+        r = ctx.cosid_cmd(["next", "-n", "1", "--store", urls[2]] + base, timeout=30, label="tls-require")
+        ctx.check(r.returncode == 0, f"{require} failed: {last_line(r)}")
     ps = [ctx.spawn(f"p{i}") for i in range(3)]
     ctx.sleep(3.0)
 
