@@ -5,17 +5,11 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, ChildStderr, Command, Output, Stdio};
+use std::process::{Child, ChildStderr, Output, Stdio};
 
-fn cosid() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_cosid"));
-    c.env_remove("COSID_CONFIG");
-    c
-}
+mod common;
 
-fn run(args: &[&str]) -> Output {
-    cosid().args(args).output().expect("cosid runs")
-}
+use common::{cosid, run};
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()

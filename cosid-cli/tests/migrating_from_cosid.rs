@@ -3,24 +3,10 @@
 //! section 4 (`cosid slots`, `cosid parse` of an old and a new id). Each step runs the built
 //! binary as the guide writes it.
 
-use std::process::{Command, Output};
+mod common;
+
+use common::ok;
 use std::time::{SystemTime, UNIX_EPOCH};
-
-fn run(args: &[&str]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_cosid"));
-    c.env_remove("COSID_CONFIG");
-    c.args(args).output().expect("cosid runs")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = run(args);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
 
 /// The guide's one YAML block: the layout a CosId 4.x service used.
 fn guide_layout() -> String {

@@ -1,23 +1,9 @@
 //! `cosid next --format` and `cosid parse --format` with CosId's text forms: each test runs the
 //! built binary.
 
-use std::process::{Command, Output};
+mod common;
 
-fn run(args: &[&str]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_cosid"));
-    c.env_remove("COSID_CONFIG");
-    c.args(args).output().expect("cosid runs")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = run(args);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
+use common::{ok, run};
 
 fn refused(args: &[&str], needle: &str) {
     let o = run(args);

@@ -388,27 +388,7 @@ fn keys_split_by_a_migration_are_waited_for_then_an_error_that_says_so() {
     acquire(&c, &Owner::new("holder"));
     let m = cluster.begin_migration(slot);
     // Only the namespace record moves: a snapshot reads it and the slots hash.
-    let to = m.to.to_string();
-    let ns_key = format!("cosid:{{{ns}}}:ns");
-    let reply = cosid_testkit::redis_cluster::command(
-        m.from,
-        &[
-            "MIGRATE",
-            "127.0.0.1",
-            &to,
-            "",
-            "0",
-            "5000",
-            "AUTH",
-            CLUSTER_PASSWORD,
-            "KEYS",
-            &ns_key,
-        ],
-    );
-    assert!(
-        reply.as_deref().is_some_and(|r| r.starts_with(b"+OK")),
-        "{reply:?}"
-    );
+    cluster.migrate_keys(&m, &[&format!("cosid:{{{ns}}}:ns")]);
     let e = store.snapshot(&ns).expect_err("the keys are split");
     assert_eq!(e.kind(), ErrorKind::Store, "{e}");
     assert!(

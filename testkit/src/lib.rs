@@ -42,6 +42,25 @@ use std::time::{Duration, Instant};
 
 /// How long a server may take to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The settings every throwaway Redis server of the testkit runs with: every write on disk
+/// before it is acknowledged (AOF, fsync always; no RDB snapshots), in the foreground, open on
+/// loopback, and at most 1000 clients (so that a connect storm from a test is seen, not
+/// absorbed).
+const REDIS_SERVER_ARGS: [&str; 12] = [
+    "--appendonly",
+    "yes",
+    "--appendfsync",
+    "always",
+    "--save",
+    "",
+    "--daemonize",
+    "no",
+    "--protected-mode",
+    "no",
+    "--maxclients",
+    "1000",
+];
 /// How long a graceful stop may take before the server is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -401,20 +420,7 @@ impl Server {
                 cmd.args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
                     .arg("--dir")
                     .arg(&data)
-                    .args([
-                        "--appendonly",
-                        "yes",
-                        "--appendfsync",
-                        "always",
-                        "--save",
-                        "",
-                        "--daemonize",
-                        "no",
-                        "--protected-mode",
-                        "no",
-                        "--maxclients",
-                        "1000",
-                    ]);
+                    .args(REDIS_SERVER_ARGS);
                 cmd
             }
             Kind::Postgres => {

@@ -19,8 +19,8 @@
 //! every wait is bounded.
 
 use super::redis_ha::complete;
-use super::READY_TIMEOUT;
 use super::{binary, free_port, register, spawn_tied, tail, unregister, Kind, NEXT_ID};
+use super::{READY_TIMEOUT, REDIS_SERVER_ARGS};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -73,18 +73,9 @@ impl Node {
             .args(["--cluster-node-timeout", "30000"])
             .arg("--dir")
             .arg(&dir)
-            .args([
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--save",
-                "",
-            ])
-            .args(["--daemonize", "no", "--protected-mode", "no"])
+            .args(REDIS_SERVER_ARGS)
             .args(["--requirepass", CLUSTER_PASSWORD])
             .args(["--masterauth", CLUSTER_PASSWORD])
-            .args(["--maxclients", "1000"])
             .current_dir(&dir)
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("log"))
@@ -297,7 +288,6 @@ impl RedisCluster {
     /// `MIGRATE … KEYS` per batch, until the owner holds none). Returns how many keys moved.
     pub fn move_keys(&self, m: &Migration) -> usize {
         let s = m.slot.to_string();
-        let to_port = m.to.to_string();
         let mut moved = 0;
         loop {
             let reply = command(m.from, &["CLUSTER", "GETKEYSINSLOT", &s, "100"])
@@ -311,21 +301,28 @@ impl RedisCluster {
             if keys.is_empty() {
                 return moved;
             }
-            let mut args = vec![
-                "MIGRATE",
-                "127.0.0.1",
-                &to_port,
-                "",
-                "0",
-                "5000",
-                "AUTH",
-                CLUSTER_PASSWORD,
-                "KEYS",
-            ];
-            args.extend(keys.iter().map(String::as_str));
-            ok(m.from, &args);
+            self.migrate_keys(m, &keys.iter().map(String::as_str).collect::<Vec<_>>());
             moved += keys.len();
         }
+    }
+
+    /// Moves `keys` (of the migration's slot) from the old owner to the target with one
+    /// `MIGRATE … KEYS`, and panics unless the old owner answers `+OK`.
+    pub fn migrate_keys(&self, m: &Migration, keys: &[&str]) {
+        let to_port = m.to.to_string();
+        let mut args = vec![
+            "MIGRATE",
+            "127.0.0.1",
+            &to_port,
+            "",
+            "0",
+            "5000",
+            "AUTH",
+            CLUSTER_PASSWORD,
+            "KEYS",
+        ];
+        args.extend_from_slice(keys);
+        ok(m.from, &args);
     }
 
     /// Ends the migration: `CLUSTER SETSLOT slot NODE target` on the target, the old owner and
