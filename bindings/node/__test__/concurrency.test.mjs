@@ -4,7 +4,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { Worker } from 'node:worker_threads'
 import { join } from 'node:path'
-import { cosid, tempDir, sqliteConfig, expectError, packageDir, runNode } from './helpers.mjs'
+import { cosid, tempDir, memoryConfig, sqliteConfig, expectError, packageDir, runNode } from './helpers.mjs'
 
 const { Runtime } = cosid
 const fixture = (name) => join(packageDir, '__test__', 'fixtures', name)
@@ -98,9 +98,18 @@ test('a runtime left behind by an exiting worker thread releases its slot', { ti
 
 test('a runtime collected without close() releases its slot, off the event loop', { timeout: 180_000 }, async () => {
   const db = join(tempDir(), 'slots.db')
-  const config = JSON.stringify(sqliteConfig(db, { namespace: 'collected', bits: 0, lease: { 'acquire-timeout': '20s' } }))
-  const r = await runNode(['--expose-gc', fixture('abandon.mjs'), packageDir, config])
+  // The second runtime waits less than the first one's lease (30 s) would take to expire: it
+  // starts only if the collected runtime released its slot.
+  const config = JSON.stringify(sqliteConfig(db, { namespace: 'collected', bits: 0, lease: { 'acquire-timeout': '10s' } }))
+  const r = await runNode(['--expose-gc', fixture('abandon.mjs'), packageDir, config, db])
   assert.equal(r.code, 0, r.stderr)
   const { first, second } = JSON.parse(r.stdout)
   assert.ok(BigInt(second) > BigInt(first))
+})
+
+test('close() lets go of the listeners: the runtime object, still alive, no longer holds them', { timeout: 120_000 }, async () => {
+  const config = JSON.stringify(memoryConfig({ namespace: 'listeners-after-close' }))
+  const r = await runNode(['--expose-gc', fixture('listener_after_close.mjs'), packageDir, config])
+  assert.equal(r.code, 0, r.stderr)
+  assert.equal(r.stdout.trim(), 'collected')
 })

@@ -263,13 +263,11 @@ impl PyRuntime {
     /// Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let rt = &self.shared.rt;
-        if rt.is_closed() {
-            return Ok(());
-        }
         // Without the GIL: the join of the keeper thread and the store's release (module docs).
         match py.detach(|| rt.close()) {
             Ok(()) => Ok(()),
-            // A concurrent close() won the race: closed is what the caller asked for.
+            // Closed before, by this call's caller or another thread: closed is what the caller
+            // asked for.
             Err(e) if e.kind() == cosid_core::ErrorKind::Closed => Ok(()),
             Err(e) => Err(errors::to_py(py, e)),
         }

@@ -435,6 +435,46 @@ def test_dropping_the_last_reference_releases_the_slot(sqlite_store: str) -> Non
         assert again.slot == 0
 
 
+def test_dropping_the_last_reference_while_the_keeper_runs_a_callback_does_not_deadlock(
+    sqlite_store: str, tmp_path: pathlib.Path
+) -> None:
+    # The keeper thread is inside a Python callback (which waits for the GIL once its sleep
+    # ends) when the main thread drops the runtime's last reference. The close that follows joins
+    # the keeper thread: holding the GIL across that join, the two would wait for each other for
+    # good. In a child process, so a deadlock fails this test by its timeout instead of hanging
+    # pytest (whose own timeout needs the GIL too).
+    import os
+    import subprocess
+
+    config = lease_config(sqlite_store, bits=0, ttl="1s")
+    script = (
+        "import cosid, sqlite3, sys, threading, time\n"
+        "in_callback = threading.Event()\n"
+        "def on_event(event):\n"
+        "    if threading.current_thread() is threading.main_thread() or in_callback.is_set():\n"
+        "        return\n"
+        "    in_callback.set()\n"
+        "    time.sleep(0.5)  # lets go of the GIL; the main thread drops the runtime meanwhile\n"
+        f"rt = cosid.Runtime({config!r}, on_event=on_event)\n"
+        "rt.next()\n"
+        # A writer that holds the store's lock: the next renewal fails (renewal_failed, on the
+        # keeper's thread) after the store's busy timeout.
+        f"lock = sqlite3.connect({sqlite_store[len('sqlite://'):]!r}, isolation_level=None)\n"
+        "lock.execute('BEGIN EXCLUSIVE')\n"
+        "assert in_callback.wait(30), 'no event on the keeper thread'\n"
+        "lock.execute('ROLLBACK')\n"
+        "del rt\n"
+        "print('dropped', flush=True)\n"
+    )
+    try:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                              timeout=60, cwd=tmp_path, env=dict(os.environ))
+    except subprocess.TimeoutExpired:
+        pytest.fail("dropping the runtime while the keeper ran a callback deadlocked")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["dropped"]
+
+
 def test_interpreter_exit_closes_open_runtimes_and_releases_their_slots(
     sqlite_store: str, tmp_path: pathlib.Path
 ) -> None:
