@@ -447,22 +447,34 @@ def test_dropping_the_last_reference_while_the_keeper_runs_a_callback_does_not_d
     import subprocess
 
     config = lease_config(sqlite_store, bits=0, ttl="1s")
+    # Another process holds the store's write lock (in this one it would not: the lock is the
+    # process's, shared by every copy of SQLite in it), so the next renewal fails
+    # (renewal_failed, on the keeper's thread) after the store's busy timeout.
+    locker = (
+        "import sqlite3, sys\n"
+        "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "db.execute('BEGIN EXCLUSIVE')\n"
+        "print('locked', flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
     script = (
-        "import cosid, sqlite3, sys, threading, time\n"
-        "in_callback = threading.Event()\n"
+        "import cosid, subprocess, sys, threading, time\n"
+        "armed, in_callback = threading.Event(), threading.Event()\n"
         "def on_event(event):\n"
-        "    if threading.current_thread() is threading.main_thread() or in_callback.is_set():\n"
+        "    if not armed.is_set() or in_callback.is_set():\n"
         "        return\n"
+        "    assert threading.current_thread() is not threading.main_thread(), event\n"
         "    in_callback.set()\n"
         "    time.sleep(0.5)  # lets go of the GIL; the main thread drops the runtime meanwhile\n"
         f"rt = cosid.Runtime({config!r}, on_event=on_event)\n"
         "rt.next()\n"
-        # A writer that holds the store's lock: the next renewal fails (renewal_failed, on the
-        # keeper's thread) after the store's busy timeout.
-        f"lock = sqlite3.connect({sqlite_store[len('sqlite://'):]!r}, isolation_level=None)\n"
-        "lock.execute('BEGIN EXCLUSIVE')\n"
+        f"locker = subprocess.Popen([sys.executable, '-c', {locker!r}, "
+        f"{sqlite_store[len('sqlite://'):]!r}], stdin=subprocess.PIPE, stdout=subprocess.PIPE, "
+        "text=True)\n"
+        "assert locker.stdout.readline() == 'locked\\n'\n"
+        "armed.set()\n"
         "assert in_callback.wait(30), 'no event on the keeper thread'\n"
-        "lock.execute('ROLLBACK')\n"
+        "locker.communicate('go\\n')\n"
         "del rt\n"
         "print('dropped', flush=True)\n"
     )
