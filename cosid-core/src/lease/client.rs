@@ -938,4 +938,174 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::Store, "{e}");
         assert!(e.message().contains("acquiring a slot"), "{e}");
     }
+
+    fn terms() -> Terms {
+        Terms {
+            ttl_ms: 1_000,
+            tolerance_ms: 100,
+        }
+    }
+
+    /// A live lease on `slot` for `owner`, written straight into the store.
+    fn plant_lease(store: &SharedStore, slot: u32, owner: &Owner) {
+        let (now, current) = store.read_slot("ns", slot).unwrap();
+        let rec = current.map_or(SlotRecord::vacant(slot), |v| v.value);
+        let next = rules::acquire(&rec, owner, now, terms(), 0);
+        let expected = store.read_slot("ns", slot).unwrap().1.map(|v| v.version);
+        assert!(store.cas_slot("ns", expected, &next).unwrap().is_some());
+    }
+
+    /// A namespace of 2 slots (bits 1) whose store holds a lease on slot 2, outside it, for the
+    /// very owner that asks (as a store written by a runtime with more bits could): slot 2 does
+    /// not fit the id's slot field, so it is never handed out, not even as the asker's own.
+    #[test]
+    fn a_lease_beyond_the_namespace_s_slots_is_not_taken_for_the_asker_s_own() {
+        let store: SharedStore = MemoryStore::new(ManualClock::shared(1_000) as SharedClock);
+        let client = LeaseClient::new(store.clone(), "ns", 1, terms()).unwrap();
+        let req = request();
+        let first = client.acquire(&req).unwrap();
+        client.release(&first.lease, Some(1_000)).unwrap();
+        plant_lease(&store, 2, &req.owner);
+        let again = client.acquire(&req).unwrap();
+        assert!(again.lease.slot < 2, "{:?}", again.lease);
+        assert_ne!(again.choice, Choice::Own);
+    }
+
+    /// A preferred slot outside the namespace (slot 2 of 2) is not a candidate: the runtime
+    /// takes a free slot instead.
+    #[test]
+    fn a_preferred_slot_beyond_the_namespace_s_slots_is_not_taken() {
+        let store: SharedStore = MemoryStore::new(ManualClock::shared(1_000) as SharedClock);
+        let client = LeaseClient::new(store, "ns", 1, terms()).unwrap();
+        let got = client
+            .acquire(&AcquireRequest {
+                preferred_slot: Some(2),
+                ..request()
+            })
+            .unwrap();
+        assert!(got.lease.slot < 2, "{:?}", got.lease);
+        assert_eq!(got.choice, Choice::Free);
+    }
+
+    /// The real memory store, except that the first slot compare-and-set after `armed` is set
+    /// loses its race: it writes nothing, or, with `taker`, lets the lease expire (the clock
+    /// moves on past it) and `taker` take that slot first (a starter that got there in between).
+    #[derive(Debug)]
+    struct LosesOneRace {
+        inner: SharedStore,
+        clock: Arc<ManualClock>,
+        armed: std::sync::atomic::AtomicBool,
+        taker: Option<Owner>,
+    }
+
+    impl SlotStore for LosesOneRace {
+        fn describe(&self) -> String {
+            self.inner.describe()
+        }
+        fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
+            self.inner.snapshot(namespace)
+        }
+        fn cas_namespace(
+            &self,
+            namespace: &str,
+            expected: Option<u64>,
+            record: &NamespaceRecord,
+        ) -> Result<Option<u64>> {
+            self.inner.cas_namespace(namespace, expected, record)
+        }
+        fn read_slot(
+            &self,
+            namespace: &str,
+            slot: u32,
+        ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+            self.inner.read_slot(namespace, slot)
+        }
+        fn cas_slot(
+            &self,
+            namespace: &str,
+            expected: Option<u64>,
+            record: &SlotRecord,
+        ) -> Result<Option<u64>> {
+            if !self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                return self.inner.cas_slot(namespace, expected, record);
+            }
+            if let Some(taker) = &self.taker {
+                self.clock.advance(std::time::Duration::from_secs(2));
+                plant_lease(&self.inner, record.slot, taker);
+            }
+            Ok(None)
+        }
+    }
+
+    /// The slot a starter picks on an empty-ish namespace of 1024 slots after `raced` lost
+    /// races, with `taken` held by others.
+    fn expected_pick(owner: &Owner, taken: &[u32], raced: u32) -> u32 {
+        let free: Vec<u32> = (0..1024).filter(|s| !taken.contains(s)).collect();
+        let width = spread_width(free.len(), taken.len(), raced);
+        spread_pick(&free[..width], &owner.incarnation, raced).unwrap()
+    }
+
+    /// After a lost race a starter counts it: its next pick is the one for its next attempt
+    /// (spread wider, and elsewhere than the slot it just lost), not its first pick again.
+    #[test]
+    fn a_starter_that_lost_a_race_picks_for_its_next_attempt() {
+        let clock = ManualClock::shared(1_000);
+        let store = Arc::new(LosesOneRace {
+            inner: MemoryStore::new(clock.clone() as SharedClock),
+            clock,
+            armed: true.into(),
+            taker: None,
+        });
+        let client = LeaseClient::new(store as SharedStore, "ns", 10, terms()).unwrap();
+        let req = AcquireRequest {
+            owner: Owner {
+                key: "a".into(),
+                incarnation: incarnation(7),
+            },
+            ..request()
+        };
+        let (first, second) = (
+            expected_pick(&req.owner, &[], 0),
+            expected_pick(&req.owner, &[], 1),
+        );
+        assert_ne!(
+            first, second,
+            "pick an incarnation whose two attempts differ"
+        );
+        let got = client.acquire(&req).unwrap();
+        assert_eq!((got.lease.slot, got.choice), (second, Choice::Free));
+    }
+
+    /// The same when the race is lost renewing the asker's own slot (a retry of an acquisition
+    /// whose reply was lost) to a starter that took that slot meanwhile.
+    #[test]
+    fn a_retry_that_lost_its_own_slot_picks_for_its_next_attempt() {
+        let clock = ManualClock::shared(1_000);
+        let store = Arc::new(LosesOneRace {
+            inner: MemoryStore::new(clock.clone() as SharedClock),
+            clock,
+            armed: false.into(),
+            taker: Some(Owner::new("b")),
+        });
+        let client = LeaseClient::new(store.clone() as SharedStore, "ns", 10, terms()).unwrap();
+        let req = AcquireRequest {
+            owner: Owner {
+                key: "a".into(),
+                incarnation: incarnation(7),
+            },
+            ..request()
+        };
+        let own = client.acquire(&req).unwrap().lease.slot;
+        store.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+        let (first, second) = (
+            expected_pick(&req.owner, &[own], 0),
+            expected_pick(&req.owner, &[own], 1),
+        );
+        assert_ne!(
+            first, second,
+            "pick an incarnation whose two attempts differ"
+        );
+        let got = client.acquire(&req).unwrap();
+        assert_eq!((got.lease.slot, got.choice), (second, Choice::Free));
+    }
 }
