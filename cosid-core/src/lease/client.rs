@@ -948,9 +948,14 @@ mod tests {
 
     /// A live lease on `slot` for `owner`, written straight into the store.
     fn plant_lease(store: &SharedStore, slot: u32, owner: &Owner) {
+        plant_lease_above(store, slot, owner, 0);
+    }
+
+    /// A live lease on `slot` for `owner` whose floor is at least `floor_at_least`.
+    fn plant_lease_above(store: &SharedStore, slot: u32, owner: &Owner, floor_at_least: i64) {
         let (now, current) = store.read_slot("ns", slot).unwrap();
         let rec = current.map_or(SlotRecord::vacant(slot), |v| v.value);
-        let next = rules::acquire(&rec, owner, now, terms(), 0);
+        let next = rules::acquire(&rec, owner, now, terms(), floor_at_least);
         let expected = store.read_slot("ns", slot).unwrap().1.map(|v| v.version);
         assert!(store.cas_slot("ns", expected, &next).unwrap().is_some());
     }
@@ -1107,5 +1112,27 @@ mod tests {
         );
         let got = client.acquire(&req).unwrap();
         assert_eq!((got.lease.slot, got.choice), (second, Choice::Free));
+    }
+
+    /// `cosid migrate` on a namespace of 4 slots: slot 0's lease expired, slot 1 is held with a
+    /// floor below not-before, slot 2 with a floor at not-before exactly (its ids all lie above
+    /// it), slot 3 was never used. Only slot 1's holder is reported, and the unused slot's next
+    /// floor is raised to not-before.
+    #[test]
+    fn raising_not_before_reports_only_live_holders_below_it_and_lifts_unused_slots() {
+        let clock = ManualClock::shared(1_000);
+        let store: SharedStore = MemoryStore::new(clock.clone() as SharedClock);
+        let client = LeaseClient::new(store.clone(), "ns", 2, terms()).unwrap();
+        let first = client.acquire(&request()).unwrap().lease;
+        client.release(&first, None).unwrap();
+        let not_before = 50_000;
+        plant_lease(&store, 0, &Owner::new("expired"));
+        clock.advance(std::time::Duration::from_secs(5));
+        plant_lease(&store, 1, &Owner::new("below"));
+        plant_lease_above(&store, 2, &Owner::new("at"), not_before);
+        let migration = LeaseClient::raise_not_before(&store, "ns", not_before).unwrap();
+        assert_eq!(migration.held_below, vec![(1, "below".to_string())]);
+        let unused = store.read_slot("ns", 3).unwrap().1.unwrap().value;
+        assert_eq!(unused.next_floor, not_before, "{unused:?}");
     }
 }
