@@ -295,10 +295,7 @@ impl EtcdStore {
     /// Like [`EtcdStore::open`], with `timeout` bounding connecting and every operation.
     pub fn open_with_timeout(url: &StoreUrl, timeout: Duration) -> Result<Arc<EtcdStore>> {
         let StoreUrl::Etcd { url: raw } = url else {
-            return Err(Error::config(format!(
-                "store '{}' is not an etcd:// or etcds:// URL",
-                url.redacted()
-            )));
+            return Err(url.not_a("an etcd:// or etcds:// URL"));
         };
         let name = url.redacted();
         let parsed = parse(raw, &name)?;

@@ -273,10 +273,7 @@ impl MysqlStore {
         client_found_rows: bool,
     ) -> Result<Arc<MysqlStore>> {
         let StoreUrl::Mysql { url: raw } = url else {
-            return Err(Error::config(format!(
-                "store '{}' is not a mysql:// or mariadb:// URL",
-                url.redacted()
-            )));
+            return Err(url.not_a("a mysql:// or mariadb:// URL"));
         };
         let name = url.redacted();
         let p = parse(raw, &name)?;

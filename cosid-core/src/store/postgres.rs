@@ -128,8 +128,8 @@ const INSERT_NAMESPACE: &str = "INSERT INTO cosid_namespace \
 
 const UPDATE_NAMESPACE: &str =
     "UPDATE cosid_namespace SET version = nextval('cosid_version_seq'), \
-     slot_limit = $3, tolerance_ms = $4, not_before_ms = $5, layout = $6 \
-     WHERE namespace = $1 AND version = $2 RETURNING version";
+     slot_limit = $2, tolerance_ms = $3, not_before_ms = $4, layout = $5 \
+     WHERE namespace = $1 AND version = $6 RETURNING version";
 
 const INSERT_SLOT: &str = "INSERT INTO cosid_slot (namespace, slot, version, owner_key, \
      owner_incarnation, last_owner_key, fence, expires_at, floor_ms, ceiling_ms, next_floor_ms) \
@@ -204,10 +204,7 @@ impl PostgresStore {
     /// Like [`PostgresStore::open`], with `timeout` bounding connecting and every operation.
     pub fn open_with_timeout(url: &StoreUrl, timeout: Duration) -> Result<Arc<PostgresStore>> {
         let StoreUrl::Postgres { url: raw } = url else {
-            return Err(Error::config(format!(
-                "store '{}' is not a postgres:// or postgresql:// URL",
-                url.redacted()
-            )));
+            return Err(url.not_a("a postgres:// or postgresql:// URL"));
         };
         let name = url.redacted();
         let Params {
@@ -307,6 +304,26 @@ impl PostgresStore {
                 .join("; "),
         };
         self.io.failure("connecting", Failure::Failed(detail))
+    }
+
+    /// A compare-and-set: with no `expected` version the insert of `[insert, update]`, which
+    /// writes nothing if the record exists; else the update, which writes only if the record is
+    /// at that version, bound as the last parameter after `params`.
+    fn compare_and_set(
+        &self,
+        what: &str,
+        expected: Option<u64>,
+        [insert, update]: [fn(&Conn) -> &Statement; 2],
+        mut params: Vec<Param>,
+    ) -> Result<Vec<Row>> {
+        let pick = match expected {
+            None => insert,
+            Some(v) => {
+                params.push(Box::new(i64_of("version", v)?));
+                update
+            }
+        };
+        self.query(what, pick, params)
     }
 
     /// Runs one statement on the connection; a closed connection or a timeout drops it so the
@@ -947,35 +964,18 @@ impl SlotStore for PostgresStore {
         record: &NamespaceRecord,
     ) -> Result<Option<u64>> {
         let what = "writing the namespace record";
-        let limit = i64::from(record.limit);
-        let rows = match expected {
-            None => self.query(
-                what,
-                |c| &c.insert_namespace,
-                params![
-                    namespace.to_string(),
-                    limit,
-                    record.tolerance_ms,
-                    record.not_before_ms,
-                    record.layout.map(|l| l.encode())
-                ],
-            )?,
-            Some(v) => {
-                let v = i64_of("version", v)?;
-                self.query(
-                    what,
-                    |c| &c.update_namespace,
-                    params![
-                        namespace.to_string(),
-                        v,
-                        limit,
-                        record.tolerance_ms,
-                        record.not_before_ms,
-                        record.layout.map(|l| l.encode())
-                    ],
-                )?
-            }
-        };
+        let rows = self.compare_and_set(
+            what,
+            expected,
+            [|c| &c.insert_namespace, |c| &c.update_namespace],
+            params![
+                namespace.to_string(),
+                i64::from(record.limit),
+                record.tolerance_ms,
+                record.not_before_ms,
+                record.layout.map(|l| l.encode())
+            ],
+        )?;
         self.version_of(what, &rows)
     }
 
@@ -1028,44 +1028,23 @@ impl SlotStore for PostgresStore {
         let owner_key = record.owner.as_ref().map(|o| o.key.clone());
         let incarnation = record.owner.as_ref().map(|o| o.incarnation);
         let last = record.last_owner_key.clone();
-        let rows = match expected {
-            None => self.query(
-                what,
-                |c| &c.insert_slot,
-                params![
-                    namespace.to_string(),
-                    slot,
-                    owner_key,
-                    incarnation,
-                    last,
-                    fence,
-                    record.expires_at,
-                    record.floor,
-                    record.ceiling,
-                    record.next_floor
-                ],
-            )?,
-            Some(v) => {
-                let v = i64_of("version", v)?;
-                self.query(
-                    what,
-                    |c| &c.update_slot,
-                    params![
-                        namespace.to_string(),
-                        slot,
-                        owner_key,
-                        incarnation,
-                        last,
-                        fence,
-                        record.expires_at,
-                        record.floor,
-                        record.ceiling,
-                        record.next_floor,
-                        v
-                    ],
-                )?
-            }
-        };
+        let rows = self.compare_and_set(
+            what,
+            expected,
+            [|c| &c.insert_slot, |c| &c.update_slot],
+            params![
+                namespace.to_string(),
+                slot,
+                owner_key,
+                incarnation,
+                last,
+                fence,
+                record.expires_at,
+                record.floor,
+                record.ceiling,
+                record.next_floor
+            ],
+        )?;
         let Some(version) = self.version_of(what, &rows)? else {
             return Ok(None);
         };

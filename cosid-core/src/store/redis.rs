@@ -466,10 +466,9 @@ impl RedisStore {
     /// Like [`RedisStore::open`], with `timeout` bounding connecting and every operation.
     pub fn open_with_timeout(url: &StoreUrl, timeout: Duration) -> Result<Arc<RedisStore>> {
         let StoreUrl::Redis { url: raw } = url else {
-            return Err(Error::config(format!(
-                "store '{}' is not a redis://, rediss://, redis+sentinel:// or redis+cluster:// URL",
-                url.redacted()
-            )));
+            return Err(
+                url.not_a("a redis://, rediss://, redis+sentinel:// or redis+cluster:// URL")
+            );
         };
         let name = url.redacted();
         let parts = Parts::of(raw.trim()).ok_or_else(|| {

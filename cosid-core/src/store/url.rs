@@ -135,6 +135,12 @@ impl StoreUrl {
         }
     }
 
+    /// The error a store's `open` gives for a URL of another store: `wanted` names the forms it
+    /// takes ("a postgres:// or postgresql:// URL").
+    pub(crate) fn not_a(&self, wanted: &str) -> Error {
+        Error::config(format!("store '{}' is not {wanted}", self.redacted()))
+    }
+
     /// The URL with any credential replaced by `***` (see [`redact`]).
     pub fn redacted(&self) -> String {
         match self {
