@@ -654,20 +654,47 @@ mod tests {
     use crate::store::{NamespaceSnapshot, SlotStore};
     use std::sync::Arc;
 
-    /// The real memory store, except that every slot compare-and-set reports a lost race (a
-    /// store whose versions never match) and every snapshot fails with `snapshot_error` if set:
-    /// a fault injector in front of a real store.
+    /// The real memory store, on a manual clock, behind a fault injector.
     #[derive(Debug)]
-    struct AlwaysRaced(SharedStore, Option<(ErrorKind, &'static str)>);
+    struct Faulty {
+        inner: SharedStore,
+        clock: Arc<ManualClock>,
+        /// Every snapshot fails with this.
+        snapshot_error: Option<(ErrorKind, &'static str)>,
+        /// Namespace writes report success and write nothing (a store that loses writes).
+        forgets_namespace: bool,
+        /// Every slot compare-and-set reports a lost race (versions that never match).
+        always_raced: bool,
+        /// The first slot compare-and-set after this is set loses its race: it writes nothing,
+        /// or, with `taker`, lets the lease expire (the clock moves on past it) and `taker` take
+        /// that slot first (a starter that got there in between).
+        lose_next: std::sync::atomic::AtomicBool,
+        taker: Option<Owner>,
+    }
 
-    impl SlotStore for AlwaysRaced {
+    impl Faulty {
+        fn new() -> Faulty {
+            let clock = ManualClock::shared(1_000);
+            Faulty {
+                inner: MemoryStore::new(clock.clone() as SharedClock),
+                clock,
+                snapshot_error: None,
+                forgets_namespace: false,
+                always_raced: false,
+                lose_next: false.into(),
+                taker: None,
+            }
+        }
+    }
+
+    impl SlotStore for Faulty {
         fn describe(&self) -> String {
-            self.0.describe()
+            self.inner.describe()
         }
         fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
-            match self.1 {
+            match self.snapshot_error {
                 Some((kind, message)) => Err(Error::new(kind, message)),
-                None => self.0.snapshot(namespace),
+                None => self.inner.snapshot(namespace),
             }
         }
         fn cas_namespace(
@@ -676,29 +703,47 @@ mod tests {
             expected: Option<u64>,
             record: &NamespaceRecord,
         ) -> Result<Option<u64>> {
-            self.0.cas_namespace(namespace, expected, record)
+            if self.forgets_namespace {
+                return Ok(Some(1));
+            }
+            self.inner.cas_namespace(namespace, expected, record)
         }
         fn read_slot(
             &self,
             namespace: &str,
             slot: u32,
         ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
-            self.0.read_slot(namespace, slot)
+            self.inner.read_slot(namespace, slot)
         }
         fn cas_slot(
             &self,
-            _namespace: &str,
-            _expected: Option<u64>,
-            _record: &SlotRecord,
+            namespace: &str,
+            expected: Option<u64>,
+            record: &SlotRecord,
         ) -> Result<Option<u64>> {
+            if self.always_raced {
+                return Ok(None);
+            }
+            if !self
+                .lose_next
+                .swap(false, std::sync::atomic::Ordering::SeqCst)
+            {
+                return self.inner.cas_slot(namespace, expected, record);
+            }
+            if let Some(taker) = &self.taker {
+                self.clock.advance(std::time::Duration::from_secs(2));
+                plant_lease(&self.inner, record.slot, taker);
+            }
             Ok(None)
         }
     }
 
     #[test]
     fn an_acquisition_that_loses_every_race_gives_up_naming_the_races() {
-        let inner: SharedStore = MemoryStore::new(ManualClock::shared(1_000) as SharedClock);
-        let store: SharedStore = Arc::new(AlwaysRaced(inner, None));
+        let store: SharedStore = Arc::new(Faulty {
+            always_raced: true,
+            ..Faulty::new()
+        });
         let terms = Terms {
             ttl_ms: 1_000,
             tolerance_ms: 100,
@@ -734,8 +779,10 @@ mod tests {
             tolerance_ms: 100,
         };
         let client_failing_with = |kind, message| {
-            let inner: SharedStore = MemoryStore::new(ManualClock::shared(1_000) as SharedClock);
-            let store: SharedStore = Arc::new(AlwaysRaced(inner, Some((kind, message))));
+            let store: SharedStore = Arc::new(Faulty {
+                snapshot_error: Some((kind, message)),
+                ..Faulty::new()
+            });
             LeaseClient::new(store, "ns", 2, terms).unwrap()
         };
         let c = client_failing_with(ErrorKind::Timeout, "no answer in 5s");
@@ -888,47 +935,12 @@ mod tests {
         assert_eq!(held.map(|v| v.value.owner), Some(Some(lease.owner)));
     }
 
-    /// The real memory store, except that a namespace write reports success and writes
-    /// nothing: a store that loses writes, in front of a real store.
-    #[derive(Debug)]
-    struct ForgetsNamespace(SharedStore);
-
-    impl SlotStore for ForgetsNamespace {
-        fn describe(&self) -> String {
-            self.0.describe()
-        }
-        fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
-            self.0.snapshot(namespace)
-        }
-        fn cas_namespace(
-            &self,
-            _namespace: &str,
-            _expected: Option<u64>,
-            _record: &NamespaceRecord,
-        ) -> Result<Option<u64>> {
-            Ok(Some(1))
-        }
-        fn read_slot(
-            &self,
-            namespace: &str,
-            slot: u32,
-        ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
-            self.0.read_slot(namespace, slot)
-        }
-        fn cas_slot(
-            &self,
-            namespace: &str,
-            expected: Option<u64>,
-            record: &SlotRecord,
-        ) -> Result<Option<u64>> {
-            self.0.cas_slot(namespace, expected, record)
-        }
-    }
-
     #[test]
     fn an_acquisition_whose_namespace_never_appears_gives_up() {
-        let inner: SharedStore = MemoryStore::new(ManualClock::shared(1_000) as SharedClock);
-        let store: SharedStore = Arc::new(ForgetsNamespace(inner));
+        let store: SharedStore = Arc::new(Faulty {
+            forgets_namespace: true,
+            ..Faulty::new()
+        });
         let terms = Terms {
             ttl_ms: 1_000,
             tolerance_ms: 100,
@@ -992,56 +1004,6 @@ mod tests {
         assert_eq!(got.choice, Choice::Free);
     }
 
-    /// The real memory store, except that the first slot compare-and-set after `armed` is set
-    /// loses its race: it writes nothing, or, with `taker`, lets the lease expire (the clock
-    /// moves on past it) and `taker` take that slot first (a starter that got there in between).
-    #[derive(Debug)]
-    struct LosesOneRace {
-        inner: SharedStore,
-        clock: Arc<ManualClock>,
-        armed: std::sync::atomic::AtomicBool,
-        taker: Option<Owner>,
-    }
-
-    impl SlotStore for LosesOneRace {
-        fn describe(&self) -> String {
-            self.inner.describe()
-        }
-        fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
-            self.inner.snapshot(namespace)
-        }
-        fn cas_namespace(
-            &self,
-            namespace: &str,
-            expected: Option<u64>,
-            record: &NamespaceRecord,
-        ) -> Result<Option<u64>> {
-            self.inner.cas_namespace(namespace, expected, record)
-        }
-        fn read_slot(
-            &self,
-            namespace: &str,
-            slot: u32,
-        ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
-            self.inner.read_slot(namespace, slot)
-        }
-        fn cas_slot(
-            &self,
-            namespace: &str,
-            expected: Option<u64>,
-            record: &SlotRecord,
-        ) -> Result<Option<u64>> {
-            if !self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
-                return self.inner.cas_slot(namespace, expected, record);
-            }
-            if let Some(taker) = &self.taker {
-                self.clock.advance(std::time::Duration::from_secs(2));
-                plant_lease(&self.inner, record.slot, taker);
-            }
-            Ok(None)
-        }
-    }
-
     /// The slot a starter picks on an empty-ish namespace of 1024 slots after `raced` lost
     /// races, with `taken` held by others.
     fn expected_pick(owner: &Owner, taken: &[u32], raced: u32) -> u32 {
@@ -1054,12 +1016,9 @@ mod tests {
     /// (spread wider, and elsewhere than the slot it just lost), not its first pick again.
     #[test]
     fn a_starter_that_lost_a_race_picks_for_its_next_attempt() {
-        let clock = ManualClock::shared(1_000);
-        let store = Arc::new(LosesOneRace {
-            inner: MemoryStore::new(clock.clone() as SharedClock),
-            clock,
-            armed: true.into(),
-            taker: None,
+        let store = Arc::new(Faulty {
+            lose_next: true.into(),
+            ..Faulty::new()
         });
         let client = LeaseClient::new(store as SharedStore, "ns", 10, terms()).unwrap();
         let req = AcquireRequest {
@@ -1085,12 +1044,9 @@ mod tests {
     /// whose reply was lost) to a starter that took that slot meanwhile.
     #[test]
     fn a_retry_that_lost_its_own_slot_picks_for_its_next_attempt() {
-        let clock = ManualClock::shared(1_000);
-        let store = Arc::new(LosesOneRace {
-            inner: MemoryStore::new(clock.clone() as SharedClock),
-            clock,
-            armed: false.into(),
+        let store = Arc::new(Faulty {
             taker: Some(Owner::new("b")),
+            ..Faulty::new()
         });
         let client = LeaseClient::new(store.clone() as SharedStore, "ns", 10, terms()).unwrap();
         let req = AcquireRequest {
@@ -1101,7 +1057,9 @@ mod tests {
             ..request()
         };
         let own = client.acquire(&req).unwrap().lease.slot;
-        store.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+        store
+            .lose_next
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let (first, second) = (
             expected_pick(&req.owner, &[own], 0),
             expected_pick(&req.owner, &[own], 1),

@@ -137,6 +137,12 @@ impl StoreUrl {
 
     /// The error a store's `open` gives for a URL of another store: `wanted` names the forms it
     /// takes ("a postgres:// or postgresql:// URL").
+    #[cfg(any(
+        feature = "redis",
+        feature = "postgres",
+        feature = "etcd",
+        feature = "mysql"
+    ))]
     pub(crate) fn not_a(&self, wanted: &str) -> Error {
         Error::config(format!("store '{}' is not {wanted}", self.redacted()))
     }
