@@ -26,6 +26,18 @@ extern "C" fn remove_shared_dir() {
     }
 }
 
+/// The schema version a store file records.
+const SCHEMA_VERSION: &str = "SELECT value FROM cosid_meta WHERE key = 'schema_version'";
+
+/// The first column of the one row `sql` returns from the file `db`, read with a connection of
+/// its own.
+fn query<T: rusqlite::types::FromSql>(db: &Path, sql: &str) -> T {
+    rusqlite::Connection::open(db)
+        .unwrap()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
+}
+
 /// The one file every conformance test of this binary shares (as they would share a server),
 /// in a temporary directory that outlives every store and is removed when the process exits.
 fn shared_db() -> PathBuf {
@@ -229,14 +241,10 @@ fn sixteen_threads_create_the_schema_at_once() {
         })
         .collect();
     assert_eq!(slots, (0..N as u32).collect());
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    let rows: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM cosid_meta WHERE key = 'schema_version'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let rows: i64 = query(
+        &db,
+        "SELECT count(*) FROM cosid_meta WHERE key = 'schema_version'",
+    );
     assert_eq!(rows, 1);
 }
 
@@ -388,14 +396,10 @@ fn a_database_of_another_application_is_refused() {
     drop(conn);
     let e = open_err(&db);
     assert!(e.message().contains("another application"), "{e}");
-    let tables: i64 = rusqlite::Connection::open(&db)
-        .unwrap()
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE name LIKE 'cosid%'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let tables: i64 = query(
+        &db,
+        "SELECT count(*) FROM sqlite_master WHERE name LIKE 'cosid%'",
+    );
     assert_eq!(tables, 0, "nothing of cosid's was written into it");
 }
 
@@ -404,19 +408,8 @@ fn the_file_is_in_wal_mode_with_a_versioned_schema() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("slots.db");
     let _store = open(&db);
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(mode, "wal");
-    let version: i64 = conn
-        .query_row(
-            "SELECT value FROM cosid_meta WHERE key = 'schema_version'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(query::<String>(&db, "PRAGMA journal_mode"), "wal");
+    assert_eq!(query::<i64>(&db, SCHEMA_VERSION), 2);
 }
 
 /// A file of schema version 1 (namespace records without a layout) is upgraded in place when
@@ -449,15 +442,7 @@ fn a_file_of_schema_version_1_is_upgraded_and_keeps_its_records() {
         c.open_namespace().unwrap().layout,
         Some(IdLayout::of(&Layout::MILLIS))
     );
-    let version: i64 = rusqlite::Connection::open(&db)
-        .unwrap()
-        .query_row(
-            "SELECT value FROM cosid_meta WHERE key = 'schema_version'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(query::<i64>(&db, SCHEMA_VERSION), 2);
 }
 
 #[test]

@@ -1004,50 +1004,18 @@ mod tests {
         assert_eq!(got.choice, Choice::Free);
     }
 
-    /// The slot a starter picks on an empty-ish namespace of 1024 slots after `raced` lost
-    /// races, with `taken` held by others.
+    /// The slot a starter picks on a namespace of 1024 slots after `raced` lost races, with
+    /// `taken` held by others.
     fn expected_pick(owner: &Owner, taken: &[u32], raced: u32) -> u32 {
         let free: Vec<u32> = (0..1024).filter(|s| !taken.contains(s)).collect();
         let width = spread_width(free.len(), taken.len(), raced);
         spread_pick(&free[..width], &owner.incarnation, raced).unwrap()
     }
 
-    /// After a lost race a starter counts it: its next pick is the one for its next attempt
-    /// (spread wider, and elsewhere than the slot it just lost), not its first pick again.
-    #[test]
-    fn a_starter_that_lost_a_race_picks_for_its_next_attempt() {
-        let store = Arc::new(Faulty {
-            lose_next: true.into(),
-            ..Faulty::new()
-        });
-        let client = LeaseClient::new(store as SharedStore, "ns", 10, terms()).unwrap();
-        let req = AcquireRequest {
-            owner: Owner {
-                key: "a".into(),
-                incarnation: incarnation(7),
-            },
-            ..request()
-        };
-        let (first, second) = (
-            expected_pick(&req.owner, &[], 0),
-            expected_pick(&req.owner, &[], 1),
-        );
-        assert_ne!(
-            first, second,
-            "pick an incarnation whose two attempts differ"
-        );
-        let got = client.acquire(&req).unwrap();
-        assert_eq!((got.lease.slot, got.choice), (second, Choice::Free));
-    }
-
-    /// The same when the race is lost renewing the asker's own slot (a retry of an acquisition
-    /// whose reply was lost) to a starter that took that slot meanwhile.
-    #[test]
-    fn a_retry_that_lost_its_own_slot_picks_for_its_next_attempt() {
-        let store = Arc::new(Faulty {
-            taker: Some(Owner::new("b")),
-            ..Faulty::new()
-        });
+    /// Starter "a" acquires on a namespace of 1024 slots on `store`, after first taking a slot
+    /// if `retry_own` (and then asking again, as a retry whose reply was lost does), its next
+    /// slot compare-and-set losing a race: it must take the pick of its second attempt.
+    fn check_the_pick_after_a_lost_race(store: Arc<Faulty>, retry_own: bool) {
         let client = LeaseClient::new(store.clone() as SharedStore, "ns", 10, terms()).unwrap();
         let req = AcquireRequest {
             owner: Owner {
@@ -1056,20 +1024,40 @@ mod tests {
             },
             ..request()
         };
-        let own = client.acquire(&req).unwrap().lease.slot;
+        let taken = if retry_own {
+            vec![client.acquire(&req).unwrap().lease.slot]
+        } else {
+            vec![]
+        };
         store
             .lose_next
             .store(true, std::sync::atomic::Ordering::SeqCst);
-        let (first, second) = (
-            expected_pick(&req.owner, &[own], 0),
-            expected_pick(&req.owner, &[own], 1),
-        );
+        let first = expected_pick(&req.owner, &taken, 0);
+        let second = expected_pick(&req.owner, &taken, 1);
         assert_ne!(
             first, second,
-            "pick an incarnation whose two attempts differ"
+            "use an incarnation whose two attempts differ"
         );
         let got = client.acquire(&req).unwrap();
         assert_eq!((got.lease.slot, got.choice), (second, Choice::Free));
+    }
+
+    /// After a lost race a starter counts it: its next pick is the one for its next attempt
+    /// (spread wider, and elsewhere than the slot it just lost), not its first pick again.
+    #[test]
+    fn a_starter_that_lost_a_race_picks_for_its_next_attempt() {
+        check_the_pick_after_a_lost_race(Arc::new(Faulty::new()), false);
+    }
+
+    /// The same when the race is lost renewing the asker's own slot (a retry of an acquisition
+    /// whose reply was lost) to a starter that took that slot meanwhile.
+    #[test]
+    fn a_retry_that_lost_its_own_slot_picks_for_its_next_attempt() {
+        let store = Faulty {
+            taker: Some(Owner::new("b")),
+            ..Faulty::new()
+        };
+        check_the_pick_after_a_lost_race(Arc::new(store), true);
     }
 
     /// `cosid migrate` on a namespace of 4 slots: slot 0's lease expired, slot 1 is held with a
