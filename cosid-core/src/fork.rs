@@ -97,12 +97,17 @@ pub fn generation() -> u64 {
         // SAFETY: the handlers only touch atomics and sleep; registering them has no other
         // effect.
         let rc = unsafe { libc::pthread_atfork(Some(prepare), Some(in_parent), Some(in_child)) };
-        // pthread_atfork fails only on ENOMEM; without the handlers forks go undetected, so say it.
-        if rc != 0 {
-            eprintln!("cosid: pthread_atfork failed ({rc}); fork detection is off");
+        if let Some(warning) = registration_warning(rc) {
+            eprintln!("{warning}");
         }
     });
     GENERATION.load(Ordering::Relaxed)
+}
+
+/// What to say when `pthread_atfork` returned `rc`: nothing when it succeeded (0). It fails only
+/// on ENOMEM; without the handlers forks go undetected, so that is said on standard error.
+fn registration_warning(rc: libc::c_int) -> Option<String> {
+    (rc != 0).then(|| format!("cosid: pthread_atfork failed ({rc}); fork detection is off"))
 }
 
 /// The current generation, without registering (for the id path, after `generation()` ran).
@@ -175,5 +180,51 @@ mod tests {
         assert!(r.is_err(), "the panic reaches the caller");
         // Nested sections do not wait for themselves.
         assert_eq!(gate(|| gate(|| 8)), 8);
+    }
+
+    #[test]
+    fn a_registered_handler_is_not_reported_a_failed_one_is() {
+        assert_eq!(registration_warning(0), None);
+        let warning = registration_warning(libc::ENOMEM).unwrap();
+        assert!(
+            warning.contains("pthread_atfork failed") && warning.contains("fork detection is off")
+        );
+    }
+
+    /// A fork that starts while a thread is inside a section waits for that section, so a
+    /// section nested in it must not wait for the fork: it runs at once, the outer section
+    /// ends, and the fork goes ahead. (A nested section that waited would never run: the fork
+    /// waits for the outer one.) The fork's handlers are called directly, as `fork()` would.
+    #[test]
+    fn a_section_nested_in_one_a_fork_waits_for_runs_at_once() {
+        use std::sync::mpsc::channel;
+        generation();
+        let (inside_tx, inside_rx) = channel();
+        let (go_tx, go_rx) = channel::<()>();
+        let (done_tx, done_rx) = channel();
+        let section = std::thread::spawn(move || {
+            gate(|| {
+                inside_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                done_tx.send(gate(|| 9)).unwrap();
+            })
+        });
+        inside_rx.recv().unwrap();
+        let forker = std::thread::spawn(|| {
+            prepare();
+            in_parent();
+        });
+        while !FORKING.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
+        go_tx.send(()).unwrap();
+        let nested = done_rx.recv_timeout(Duration::from_secs(10));
+        assert_eq!(
+            nested,
+            Ok(9),
+            "the nested section waited for a fork that waited for it"
+        );
+        section.join().unwrap();
+        forker.join().unwrap();
     }
 }
