@@ -41,6 +41,8 @@ class Proxy:
         self.refused: bytes | None = None
         self.generation = 0  # bumped by cut(): pumps of older generations stop
         self.accepted = 0
+        self.bytes_up = 0  # client to server, passed on (for benches that count bytes)
+        self.bytes_down = 0  # server to client
         self.thread = threading.Thread(target=self._accept_loop, name="chaos-proxy", daemon=True)
         self.thread.start()
 
@@ -136,6 +138,11 @@ class Proxy:
                 if delay > 0:
                     time.sleep(delay)
                 dst.sendall(data)
+                with self.lock:
+                    if head is not None:
+                        self.bytes_up += len(data)
+                    else:
+                        self.bytes_down += len(data)
         except (OSError, ValueError):  # ValueError: the socket was closed by cut()
             pass
         finally:
