@@ -231,6 +231,7 @@ impl RuntimeBuilder {
             &config, &clock, self.store, self.owner, &window, &events, &counters,
         )?;
         let process = Box::new(Process::start(keeper)?);
+        wait_for_a_restart_guard(&config, &window, &clock);
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
             let hook: Weak<dyn AfterFork> = weak.clone();
             Inner {
@@ -286,7 +287,8 @@ fn start_keeper(
             // The layout is recorded in the namespace: runtimes that would compose ids
             // differently never share one.
             let client = LeaseClient::new(store, &config.namespace, lease.bits, terms)?
-                .with_layout(&config.layout);
+                .with_layout(&config.layout)
+                .with_restart_guard();
             Keeper::Lease(Box::new(LeaseKeeper::start(
                 client,
                 window.clone(),
@@ -309,6 +311,29 @@ fn start_keeper(
             counters.clone(),
         )?),
     })
+}
+
+/// A namespace created on a server that just started begins its windows at the server's start
+/// plus ttl + tolerance (the restart guard, `LeaseClient::with_restart_guard`): the runtime
+/// waits here, its keeper renewing meanwhile, until its clock has passed that floor, so its
+/// first `next()` does not fail with `ClockBehind`. A floor farther ahead than the guard can
+/// set (a `cosid migrate --not-before` in the future) is not waited for.
+fn wait_for_a_restart_guard(config: &Config, window: &Window, clock: &SharedClock) {
+    let Machine::Lease(lease) = &config.machine else {
+        return;
+    };
+    // The guard's floor is at most ttl + tolerance + 1 s (a whole-second uptime) ahead.
+    let longest = lease.ttl + lease.tolerance + Duration::from_secs(2);
+    let floor = window.read().floor;
+    let ahead = floor.saturating_sub(clock.now_ms());
+    if ahead < 0 || ahead > longest.as_millis() as i64 {
+        return;
+    }
+    let deadline = clock.monotonic() + longest;
+    while window.read().floor >= clock.now_ms() && clock.monotonic() < deadline {
+        let left = window.read().floor.saturating_sub(clock.now_ms()) + 1;
+        clock.sleep(Duration::from_millis(left.clamp(1, 50) as u64));
+    }
 }
 
 /// A slot above the layout's `max_slot` would spill into the timestamp bits of the ids it

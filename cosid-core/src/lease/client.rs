@@ -97,6 +97,7 @@ pub struct LeaseClient {
     limit: u32,
     terms: Terms,
     layout: Option<IdLayout>,
+    restart_guard: bool,
 }
 
 impl LeaseClient {
@@ -121,6 +122,7 @@ impl LeaseClient {
             limit: 1 << bits,
             terms,
             layout: None,
+            restart_guard: false,
         })
     }
 
@@ -129,6 +131,14 @@ impl LeaseClient {
     /// written or checked.
     pub fn with_layout(mut self, layout: &crate::layout::Layout) -> Self {
         self.layout = Some(IdLayout::of(layout));
+        self
+    }
+
+    /// Turns the restart guard on (every runtime does): a namespace this client creates on a
+    /// server that started less than ttl + tolerance ago starts no window before then
+    /// (`docs/stores.md`, "Restarted empty").
+    pub fn with_restart_guard(mut self) -> Self {
+        self.restart_guard = true;
         self
     }
 
@@ -198,7 +208,7 @@ impl LeaseClient {
                     NamespaceRecord {
                         limit: self.limit,
                         tolerance_ms: self.terms.tolerance_ms,
-                        not_before_ms: 0,
+                        not_before_ms: self.restart_floor(snap.slots.store_now)?,
                         layout: self.layout,
                     },
                 ),
@@ -212,6 +222,33 @@ impl LeaseClient {
             }
         }
         Err(self.too_many_races("creating the namespace"))
+    }
+
+    /// The `not_before` of a namespace this client creates: the restart guard.
+    ///
+    /// A namespace that is missing may be one the server lost when it restarted without its
+    /// data, while runtimes that held its slots still issue up to the ceilings it had granted.
+    /// Every such ceiling was written before the server stopped, at most ttl + tolerance after
+    /// its write (`rules::acquire`, `rules::renew`), so none lies above the server's start plus
+    /// ttl + tolerance. A namespace created before that moment starts every window there,
+    /// above them all (as `cosid migrate --not-before` would); one created later, or on a store
+    /// that cannot tell when it started, starts at 0 and costs nothing. The bound holds for
+    /// holders whose ttl and tolerance are no longer than this client's.
+    fn restart_floor(&self, store_now: i64) -> Result<i64> {
+        if !self.restart_guard {
+            return Ok(0);
+        }
+        let started = self
+            .store
+            .started_at(&self.namespace)
+            .map_err(|e| self.store_error(e))?;
+        Ok(started
+            .map(|s| {
+                s.saturating_add(self.terms.ttl_ms)
+                    .saturating_add(self.terms.tolerance_ms)
+            })
+            .filter(|&above| above > store_now)
+            .unwrap_or(0))
     }
 
     fn check_matches(&self, rec: &NamespaceRecord) -> Result<()> {
@@ -670,6 +707,8 @@ mod tests {
         /// that slot first (a starter that got there in between).
         lose_next: std::sync::atomic::AtomicBool,
         taker: Option<Owner>,
+        /// What `started_at` reports.
+        started_at: Option<i64>,
     }
 
     impl Faulty {
@@ -683,6 +722,7 @@ mod tests {
                 always_raced: false,
                 lose_next: false.into(),
                 taker: None,
+                started_at: None,
             }
         }
     }
@@ -690,6 +730,9 @@ mod tests {
     impl SlotStore for Faulty {
         fn describe(&self) -> String {
             self.inner.describe()
+        }
+        fn started_at(&self, _namespace: &str) -> Result<Option<i64>> {
+            Ok(self.started_at)
         }
         fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
             match self.snapshot_error {
@@ -1080,5 +1123,50 @@ mod tests {
         assert_eq!(migration.held_below, vec![(1, "below".to_string())]);
         let unused = store.read_slot("ns", 3).unwrap().1.unwrap().value;
         assert_eq!(unused.next_floor, not_before, "{unused:?}");
+    }
+
+    #[test]
+    fn a_namespace_created_on_a_young_server_starts_above_every_ceiling_it_could_have_lost() {
+        let terms = Terms {
+            ttl_ms: 30_000,
+            tolerance_ms: 1_000,
+        };
+        let open = |started_at: Option<i64>, guard: bool| {
+            let store = Faulty {
+                started_at,
+                ..Faulty::new()
+            };
+            let now = crate::clock::Clock::now_ms(&*store.clock);
+            let client = LeaseClient::new(Arc::new(store), "ns", 2, terms).unwrap();
+            let client = if guard {
+                client.with_restart_guard()
+            } else {
+                client
+            };
+            let ns = client.open_namespace().unwrap();
+            let lease = client
+                .acquire(&AcquireRequest {
+                    owner: Owner::new("new"),
+                    preferred_slot: None,
+                    floor_at_least: 0,
+                })
+                .unwrap()
+                .lease;
+            (now, ns.not_before_ms, lease)
+        };
+        // Started 5 s ago: a lost ceiling may reach start + ttl + tolerance.
+        let (now, not_before, lease) = open(Some(1_000 - 5_000), true);
+        assert_eq!(not_before, now - 5_000 + 31_000);
+        assert_eq!(lease.floor, not_before, "{lease:?}");
+        // The same server without the guard, a server older than ttl + tolerance, and a
+        // store that cannot tell: nothing to wait for.
+        for (started_at, guard) in [
+            (Some(-4_000), false),
+            (Some(1_000 - 31_000), true),
+            (None, true),
+        ] {
+            let (_, not_before, lease) = open(started_at, guard);
+            assert_eq!((not_before, lease.floor), (0, 0), "{started_at:?} {guard}");
+        }
     }
 }

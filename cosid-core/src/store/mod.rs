@@ -125,6 +125,21 @@ pub trait SlotStore: Send + Sync + fmt::Debug {
                 store_now: None,
             }))
     }
+
+    /// When the server that keeps `namespace` last started, in the store's clock (ms), for the
+    /// restart guard (`docs/stores.md`, "Restarted empty"): a namespace created on a server younger than a
+    /// holder's ttl plus tolerance may be one whose records a restart lost, so its creator
+    /// sets the namespace's `not_before` above every ceiling the lost records could hold.
+    ///
+    /// Provided: `None`, for stores that cannot tell (etcd), whose data cannot outlive their
+    /// users while holders live (memory), and the embedded default (SQLite), whose first start
+    /// must not wait. Redis, PostgreSQL and MySQL report it unless their URL says
+    /// `restart-guard=off`. The latest start the server's answer allows is reported (an
+    /// uptime in whole seconds is rounded down), so the guard errs late, never early.
+    fn started_at(&self, namespace: &str) -> Result<Option<i64>> {
+        let _ = namespace;
+        Ok(None)
+    }
 }
 
 /// What [`SlotStore::cas_slot_timed`] returns when it wrote.

@@ -34,7 +34,7 @@
 
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
 use super::{NamespaceSnapshot, SlotStore, StoreUrl, Written};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::lease::record::IdLayout;
 use crate::lease::{NamespaceRecord, Owner, SlotRecord, Snapshot, Versioned};
 use mysql_async::prelude::Queryable;
@@ -107,6 +107,17 @@ const SCHEMA: [&str; 4] = [
 const NOW_MS: &str = "CAST(FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000) AS SIGNED)";
 const NOW_US: &str = "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS UNSIGNED)";
 
+/// When the server started, from its uptime in whole seconds: the uptime is read during the
+/// statement, after `NOW(3)`, and rounded down, so the start lies less than 1 s after
+/// `now - uptime`; adding that second makes the guard err late, never early. MariaDB keeps the
+/// status in `information_schema`, MySQL 8 in `performance_schema`.
+fn started_at_sql(schema: &str) -> String {
+    format!(
+        "SELECT {NOW_MS} - 1000 * CAST(VARIABLE_VALUE AS SIGNED) + 1000 \
+         FROM {schema}.GLOBAL_STATUS WHERE VARIABLE_NAME = 'UPTIME'"
+    )
+}
+
 const SLOT_COLUMNS: &str = "s.slot, s.version, s.owner_key, s.owner_incarnation, \
      s.last_owner_key, s.fence, s.expires_at, s.floor_ms, s.ceiling_ms, s.next_floor_ms";
 
@@ -167,6 +178,8 @@ struct Sql {
     update_namespace: String,
     insert_slot: String,
     update_slot: String,
+    started_at: String,
+    started_at_mysql8: String,
 }
 
 impl Sql {
@@ -178,6 +191,8 @@ impl Sql {
             update_namespace: update_namespace_sql(),
             insert_slot: insert_slot_sql(),
             update_slot: update_slot_sql(),
+            started_at: started_at_sql("information_schema"),
+            started_at_mysql8: started_at_sql("performance_schema"),
         }
     }
 }
@@ -238,6 +253,8 @@ pub struct MysqlStore {
     ssl_mode: SslMode,
     sql: Arc<Sql>,
     conn: SharedConnection<Arc<Link>>,
+    /// `?restart-guard=` (on by default): report when the server started.
+    restart_guard: bool,
 }
 
 impl fmt::Debug for MysqlStore {
@@ -276,7 +293,8 @@ impl MysqlStore {
             return Err(url.not_a("a mysql:// or mariadb:// URL"));
         };
         let name = url.redacted();
-        let p = parse(raw, &name)?;
+        let (raw, restart_guard) = super::url::take_restart_guard(raw, &name)?;
+        let p = parse(&raw, &name)?;
         let secrets = p.password.iter().cloned().collect();
         let mut builder = OptsBuilder::default()
             .ip_or_hostname(p.host.clone())
@@ -298,6 +316,7 @@ impl MysqlStore {
             ssl_mode: p.ssl_mode,
             sql: Arc::new(Sql::new()),
             conn: SharedConnection::new(),
+            restart_guard,
         }))
     }
 
@@ -1012,6 +1031,30 @@ impl SlotStore for MysqlStore {
                 store_now: clock_of(expected, version),
             })
         })
+    }
+
+    fn started_at(&self, _namespace: &str) -> Result<Option<i64>> {
+        if !self.restart_guard {
+            return Ok(None);
+        }
+        let what = "reading when the server started";
+        let rows = match self.rows(what, |s| &s.started_at, vec![]) {
+            Ok(rows) => rows,
+            // MySQL 8 has no information_schema.GLOBAL_STATUS.
+            Err(e) if e.kind() != ErrorKind::Store || !e.message().contains("GLOBAL_STATUS") => {
+                return Err(e)
+            }
+            Err(_) => self.rows(what, |s| &s.started_at_mysql8, vec![])?,
+        };
+        let row = rows
+            .first()
+            .ok_or_else(|| self.bad_row(what, "the server reports no Uptime"))?;
+        int(row, 0)
+            .ok()
+            .flatten()
+            .and_then(|ms| i64::try_from(ms).ok())
+            .map(Some)
+            .ok_or_else(|| self.bad_row(what, "Uptime"))
     }
 }
 

@@ -103,6 +103,10 @@ UPDATE cosid_schema SET version = 2 WHERE id = 1 AND version < 2;
 const CLOCK: &str =
     "WITH c AS (SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now)";
 
+/// When the server started, rounded up to the ms (the guard errs late).
+const STARTED_AT: &str =
+    "SELECT ceil(extract(epoch FROM pg_postmaster_start_time()) * 1000)::bigint";
+
 const SLOT_COLUMNS: &str = "s.slot, s.version, s.owner_key, s.owner_incarnation, \
      s.last_owner_key, s.fence, s.expires_at, s.floor_ms, s.ceiling_ms, s.next_floor_ms";
 
@@ -161,6 +165,7 @@ struct Conn {
     update_namespace: Statement,
     insert_slot: Statement,
     update_slot: Statement,
+    started_at: Statement,
 }
 
 /// How to connect: plain or TLS with a rustls configuration.
@@ -181,6 +186,8 @@ pub struct PostgresStore {
     hosts: Vec<tokio_postgres::Config>,
     tls: Tls,
     conn: SharedConnection<Arc<Conn>>,
+    /// `?restart-guard=` (on by default): report when the server started.
+    restart_guard: bool,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -207,12 +214,13 @@ impl PostgresStore {
             return Err(url.not_a("a postgres:// or postgresql:// URL"));
         };
         let name = url.redacted();
+        let (raw, restart_guard) = super::url::take_restart_guard(raw, &name)?;
         let Params {
             rest,
             sslmode,
             sslrootcert: rootcert,
             session,
-        } = take_params(&escape_credentials(raw), &name)?;
+        } = take_params(&escape_credentials(&raw), &name)?;
         let mut config = tokio_postgres::Config::from_str(&rest).map_err(|_| {
             // The parser's message may quote the URL: name it redacted instead.
             Error::config(format!(
@@ -262,6 +270,7 @@ impl PostgresStore {
             config,
             tls,
             conn: SharedConnection::new(),
+            restart_guard,
         }))
     }
 
@@ -556,6 +565,7 @@ async fn connect(config: tokio_postgres::Config, tls: Tls) -> Result<Conn, Conne
     Ok(Conn {
         snapshot: client.prepare(&snapshot_sql()).await?,
         read_slot: client.prepare(&read_slot_sql()).await?,
+        started_at: client.prepare(STARTED_AT).await?,
         insert_namespace: client.prepare(INSERT_NAMESPACE).await?,
         update_namespace: client.prepare(UPDATE_NAMESPACE).await?,
         insert_slot: client.prepare(INSERT_SLOT).await?,
@@ -1055,6 +1065,20 @@ impl SlotStore for PostgresStore {
             version,
             store_now: Some(now),
         }))
+    }
+
+    fn started_at(&self, _namespace: &str) -> Result<Option<i64>> {
+        if !self.restart_guard {
+            return Ok(None);
+        }
+        let what = "reading when the server started";
+        let rows = self.query(what, |c| &c.started_at, params![])?;
+        let started: i64 = rows
+            .first()
+            .ok_or_else(|| self.bad_row(what, "no row"))?
+            .try_get(0)
+            .map_err(|e| self.bad_row(what, &e.to_string()))?;
+        Ok(Some(started))
     }
 }
 

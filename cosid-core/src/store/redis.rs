@@ -77,6 +77,14 @@ end
 
 /// KEYS: ns, slots. Returns {sec, usec, ns value or nil, every slot value joined by '\n'}
 /// (one string rather than 2^bits of them: the client parses one reply item, not thousands).
+/// The server's clock and uptime (whole seconds), read on the node that holds the namespace's
+/// keys (the keys route it in a cluster).
+const STARTED_AT: &str = r#"
+local t = redis.call('TIME')
+local info = redis.call('INFO', 'server')
+return {t[1], t[2], string.match(info, 'uptime_in_seconds:(%d+)') or ''}
+"#;
+
 const SNAPSHOT: &str = r#"
 local t = redis.call('TIME')
 local slots = table.concat(redis.call('HVALS', KEYS[2]), '\n')
@@ -118,6 +126,7 @@ struct Scripts {
     read_slot: Script,
     cas_namespace: Script,
     cas_slot: Script,
+    started_at: Script,
 }
 
 /// The most replicas `?replicas=` may ask for.
@@ -143,6 +152,8 @@ struct Shared {
     replicas: u32,
     /// `?wait_timeout_ms=`: how long `WAIT` waits for them.
     wait_timeout_ms: u64,
+    /// `?restart-guard=` (on by default): report when the server started.
+    restart_guard: bool,
 }
 
 /// Where the store connects.
@@ -471,6 +482,7 @@ impl RedisStore {
             );
         };
         let name = url.redacted();
+        let (raw, restart_guard) = super::url::take_restart_guard(raw, &name)?;
         let parts = Parts::of(raw.trim()).ok_or_else(|| {
             Error::config(format!("store URL '{name}' is not a Redis URL; {FORMS}"))
         })?;
@@ -544,9 +556,11 @@ impl RedisStore {
                     read_slot: Script::new(READ_SLOT),
                     cas_namespace: Script::new(&format!("{NEXT_VERSION}{CAS_NAMESPACE}")),
                     cas_slot: Script::new(&format!("{NEXT_VERSION}{CAS_SLOT}")),
+                    started_at: Script::new(STARTED_AT),
                 },
                 replicas,
                 wait_timeout_ms,
+                restart_guard,
             }),
             conn: SharedConnection::new(),
         }))
@@ -1052,6 +1066,26 @@ impl SlotStore for RedisStore {
                 version,
                 store_now: Some(store_now),
             }))
+    }
+
+    fn started_at(&self, namespace: &str) -> Result<Option<i64>> {
+        if !self.shared.restart_guard {
+            return Ok(None);
+        }
+        let what = "reading when the server started";
+        let k = keys(namespace);
+        let reply = self.call(what, |s| &s.started_at, false, vec![k.slots], vec![])?;
+        let Value::Array(parts) = &reply else {
+            return Err(self.malformed(what, &reply));
+        };
+        let [sec, usec, uptime] = parts.as_slice() else {
+            return Err(self.malformed(what, &reply));
+        };
+        let now = self.store_now(what, sec, usec)?;
+        let uptime_s = bulk_i64(uptime).ok_or_else(|| self.malformed(what, uptime))?;
+        // Redis counts the uptime in whole seconds of its cached clock, from its start rounded
+        // down to the second: the start lies before `now - uptime + 1 s`, which errs late.
+        Ok(Some(now - uptime_s.saturating_mul(1_000) + 1_000))
     }
 }
 

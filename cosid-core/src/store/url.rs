@@ -160,6 +160,62 @@ impl StoreUrl {
     }
 }
 
+/// The restart guard's setting in a network store URL (`restart-guard=on` or `off`; on when
+/// absent) and the URL without that parameter, for the store's own parser, which does not know
+/// it. With the guard on, the store reports when its server started ([`super::SlotStore::started_at`]).
+#[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
+pub(crate) fn take_restart_guard(raw: &str, name: &str) -> Result<(String, bool)> {
+    // The query starts after the host, which follows the last '@' (a password may hold '?').
+    let host_at = raw.rfind('@').unwrap_or(0);
+    let Some(q) = raw[host_at..].find('?').map(|i| i + host_at) else {
+        return Ok((raw.to_string(), true));
+    };
+    let (base, rest) = (&raw[..q], &raw[q + 1..]);
+    let (query, fragment) = match rest.split_once('#') {
+        Some((query, fragment)) => (query, Some(fragment)),
+        None => (rest, None),
+    };
+    let mut guard = None;
+    let mut kept = Vec::new();
+    for pair in query.split('&') {
+        let Some(value) = pair.strip_prefix("restart-guard") else {
+            kept.push(pair);
+            continue;
+        };
+        let setting = match value {
+            "=on" => true,
+            "=off" => false,
+            _ if !value.is_empty() && !value.starts_with('=') => {
+                kept.push(pair);
+                continue;
+            }
+            _ => {
+                return Err(Error::config(format!(
+                    "store URL '{name}' has restart-guard{value}; use restart-guard=on (the \
+                     default: a namespace created on a server that started less than ttl + \
+                     tolerance ago waits until then) or restart-guard=off (the server never \
+                     restarts without its data)"
+                )))
+            }
+        };
+        if guard.replace(setting).is_some() {
+            return Err(Error::config(format!(
+                "store URL '{name}' gives restart-guard twice; give it once"
+            )));
+        }
+    }
+    let mut url = base.to_string();
+    if !kept.is_empty() {
+        url.push('?');
+        url.push_str(&kept.join("&"));
+    }
+    if let Some(fragment) = fragment {
+        url.push('#');
+        url.push_str(fragment);
+    }
+    Ok((url, guard.unwrap_or(true)))
+}
+
 /// The schemes of [`StoreUrl::parse`].
 const KNOWN_SCHEMES: [&str; 14] = [
     "memory",
@@ -255,6 +311,37 @@ impl fmt::Debug for StoreUrl {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
+    #[test]
+    fn the_restart_guard_is_taken_out_of_the_query_and_on_by_default() {
+        let take = |u: &str| super::take_restart_guard(u, "shown");
+        assert_eq!(take("redis://h/0").unwrap(), ("redis://h/0".into(), true));
+        assert_eq!(
+            take("redis://h/0?restart-guard=off").unwrap(),
+            ("redis://h/0".into(), false)
+        );
+        assert_eq!(
+            take("postgres://u:p?w@h/db?sslmode=disable&restart-guard=on&x=1#f").unwrap(),
+            ("postgres://u:p?w@h/db?sslmode=disable&x=1#f".into(), true)
+        );
+        // A password with the parameter's text in it is not the parameter.
+        assert_eq!(
+            take("mysql://u:restart-guard=off@h/db").unwrap(),
+            ("mysql://u:restart-guard=off@h/db".into(), true)
+        );
+        assert_eq!(
+            take("redis://h/0?restart-guardian=1").unwrap(),
+            ("redis://h/0?restart-guardian=1".into(), true)
+        );
+        for bad in ["restart-guard=maybe", "restart-guard", "restart-guard="] {
+            let e = take(&format!("redis://h/0?{bad}")).unwrap_err();
+            assert!(e.message().contains("restart-guard=off"), "{e}");
+            assert!(e.message().contains("'shown'"), "{e}");
+        }
+        let e = take("redis://h/0?restart-guard=on&restart-guard=off").unwrap_err();
+        assert!(e.message().contains("twice"), "{e}");
+    }
+
     use super::*;
 
     #[test]

@@ -1,6 +1,6 @@
 //! Fault tests shared by the network stores (Redis, PostgreSQL, etcd), each run against a real
 //! server that `cosid-testkit` starts: the server stopped during renewals and started again,
-//! restarted empty, a namespace created by 32 runtimes at once, 1024 owners acquiring at once,
+//! restarted empty (with the restart guard), a namespace created by 32 runtimes at once, 1024 owners acquiring at once,
 //! and credentials kept out of every message.
 //!
 //! `network_faults!(open_fn, new_server_fn, shared_url_fn, password_url_fn)` expands to one
@@ -35,6 +35,7 @@ macro_rules! network_faults {
         $crate::network_faults!(@cases $open, $server, $shared_url, $password_url;
             server_stopped_during_renewals_then_started_again,
             server_restarted_empty_reports_vanished_and_keeps_floors_above_old_ceilings,
+            the_restart_guard_keeps_newcomers_above_every_ceiling_an_empty_restart_lost,
             namespace_created_by_32_runtimes_at_once,
             owners_1024_acquire_at_once_then_exhausted,
             passwords_never_show_in_debug_describe_or_errors,
@@ -174,6 +175,57 @@ pub fn server_restarted_empty_reports_vanished_and_keeps_floors_above_old_ceilin
     // Someone new on the emptied store gets another slot: the first is held again.
     let other = acquire(&c, &Owner::new("other")).lease;
     assert_ne!(other.slot, again.slot);
+}
+
+/// The restart guard (`docs/stores.md`, "Restarted empty"): the server restarts without its
+/// data while a holder still has its window; a newcomer that creates the namespace again gets
+/// no window below the server's start plus ttl + tolerance, so none below the lost ceiling.
+/// With `restart-guard=off` the namespace starts at 0. etcd cannot tell when it started: there
+/// the newcomer starts at 0 (the gap the docs name).
+pub fn the_restart_guard_keeps_newcomers_above_every_ceiling_an_empty_restart_lost(ctx: &Ctx) {
+    let server = (ctx.server)();
+    let store = ctx.open(&server.url(), FAULT_TIMEOUT);
+    let ns = unique_namespace("guarded");
+    let guarded = |store: &SharedStore| client(store, &ns, 2, LONG).with_restart_guard();
+    // The old holder's window starts now (its own guard would start it at the server's
+    // start + ttl + tolerance, with nothing to lose below).
+    let old = acquire(&client(&store, &ns, 2, LONG), &Owner::new("old holder")).lease;
+    assert!(old.ceiling > old.floor, "{old:?}");
+
+    server.restart_empty();
+    let restarted = eventually("reading the emptied store", || store.snapshot(&ns));
+    assert!(restarted.namespace.is_none(), "the restart kept the data");
+    let fresh = store.started_at(&ns).expect("started_at");
+    let new = acquire(&guarded(&store), &Owner::new("newcomer")).lease;
+    if server.kind() == cosid_testkit::Kind::Etcd {
+        assert_eq!(fresh, None, "etcd reports no start");
+        assert_eq!(new.floor, 0, "{new:?}");
+        return;
+    }
+    let fresh = fresh.expect("the server reports its start");
+    assert!(
+        fresh <= restarted.slots.store_now + 2_000,
+        "started at {fresh}, after the first read at {}",
+        restarted.slots.store_now
+    );
+    // A start read from an uptime in whole seconds may move by a second between two reads.
+    let above = fresh + LONG.ttl_ms + LONG.tolerance_ms;
+    assert!((new.floor - above).abs() <= 2_000, "{above} {new:?}");
+    assert!(
+        new.floor >= old.ceiling,
+        "the newcomer's floor {} is below the lost ceiling {}",
+        new.floor,
+        old.ceiling
+    );
+
+    // The same server, the guard turned off in the URL: a new namespace starts at 0.
+    let off = ctx.open(
+        &format!("{}?restart-guard=off", server.url()),
+        FAULT_TIMEOUT,
+    );
+    assert_eq!(off.started_at(&ns).expect("started_at"), None);
+    let unguarded = client(&off, &unique_namespace("unguarded"), 2, LONG).with_restart_guard();
+    assert_eq!(acquire(&unguarded, &Owner::new("trusting")).lease.floor, 0);
 }
 
 /// 32 runtimes (each with its own store handle, so its own connection) open one new namespace
