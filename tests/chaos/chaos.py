@@ -57,6 +57,11 @@ PRINT_LOCK = threading.Lock()
 ABORT = threading.Event()
 
 
+
+def with_param(url: str, param: str) -> str:
+    """`url` with one more query parameter (the query starts after the host, past any '@')."""
+    return url + ("&" if "?" in url[url.rfind("@") + 1:] else "?") + param
+
 class Aborted(Exception):
     pass
 
@@ -346,9 +351,16 @@ class Ctx:
         self.proxy = Proxy(self.server.port)
         return self.proxy
 
-    def url(self, via_proxy: bool = False) -> str:
+    def url(self, via_proxy: bool = False, restart_guard: bool = False) -> str:
+        """The store's URL. Every scenario starts a new server, on which no runtime held a slot
+        before, so the URL turns the restart guard off (`restart-guard=off`: Redis, PostgreSQL and
+        MariaDB) unless `restart_guard`: processes start at once instead of waiting out the ttl
+        after the server's start. The guard's own scenarios ask for it."""
         assert self.server is not None
-        return self.server.url(self.proxy.port if via_proxy and self.proxy else None)
+        url = self.server.url(self.proxy.port if via_proxy and self.proxy else None)
+        if restart_guard or self.server.kind not in ("redis", "sentinel", "postgres", "mysql"):
+            return url
+        return with_param(url, "restart-guard=off")
 
     # -- processes -----------------------------------------------------------------------------
     def spawn(self, label: str, key: str | None = None, skew: str | None = None, via_proxy: bool = False,

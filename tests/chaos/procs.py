@@ -105,6 +105,13 @@ class Proc:
         return self.p.poll() is None
 
     # -- results -------------------------------------------------------------------------------
+    def has_issued(self) -> bool:
+        """Whether the process has written an id yet (read live; `ids()` is read once, at the end)."""
+        try:
+            return self.out_path.stat().st_size > 0
+        except OSError:
+            return False
+
     def ids(self) -> list[int]:
         if self._ids is None:
             data = self.out_path.read_bytes()

@@ -366,6 +366,78 @@ def store_empty_migrate(ctx):
     ctx.after_checks.append(after)
 
 
+def restarted_empty_with_newcomers(ctx, newcomer_url: str):
+    """Three holders (the CLI, the C library, the wheel) cut off from the store by the proxy, the
+    store restarted empty, two newcomers started at once on `newcomer_url` that prefer the slots
+    of the first two (a StatefulSet's ordinals); the holders keep issuing to their ceilings
+    meanwhile, then reconnect."""
+    ctx.with_proxy()
+    old = [ctx.spawn(f"p{i}", via_proxy=True, lang=["cli", "c", "py"][i]) for i in range(3)]
+    for _ in range(100):
+        if all(p.has_issued() for p in old):
+            break
+        ctx.sleep(0.1)
+    ctx.check(all(p.has_issued() for p in old), "an old holder issued nothing before the cut")
+    ctx.sleep(0.5)
+    before = ctx.slots() or []
+    held = [min((r["slot"] for r in before if r.get("holder") == p.key), default=None) for p in old[:2]]
+    ctx.check(None not in held, f"an old holder's slot was not seen: {held}")
+    ctx.proxy.cut()
+    ctx.note("old holders cut off")
+    ctx.server.restart_empty()
+    restarted = now_ms()
+    ctx.note("store restarted empty")
+    new = [ctx.spawn(f"n{i}", url=newcomer_url, preferred_slot=held[i]) for i in range(2)]
+    ctx.sleep(EXPIRY_S + 1.5)
+    ctx.proxy.set_pass()
+    back = now_ms()
+    ctx.note("old holders reconnected")
+    ctx.sleep(3.0)
+    return old, new, before, restarted, back
+
+
+@scenario("store-restarted-empty-newcomers", ["redis", "postgres", "mysql"],
+          procs_note="3 behind the proxy, +2 new right after the wipe on their slots",
+          why="the store lost every record while the old holders were cut off and still issuing; new processes "
+              "started at once, with no `cosid migrate`: the restart guard starts their windows at the server's "
+              "start + ttl + tolerance")
+def store_empty_newcomers(ctx):
+    """The restart guard (docs/stores.md, "Restarted empty"), where users meet it: nobody runs
+    `cosid migrate`, and the newcomers' ids still stay above every ceiling the lost records held."""
+    old, new, before, restarted, back = restarted_empty_with_newcomers(ctx, ctx.url(restart_guard=True))
+
+    def after():
+        top = max((r["ceiling"] for r in before if r.get("holder")), default=0)
+        ctx.check(top > 0, "no old holder's ceiling was seen before the wipe")
+        for p in new:
+            ctx.check(bool(p.ids()), f"{p.label} issued nothing after the wipe")
+            low = [i for i in p.ids() if decode(i)[0] <= top]
+            ctx.check(not low, f"{p.label} issued {len(low)} ids at or below the old holders' ceiling {top}")
+            first = min((decode(i)[0] for i in p.ids()), default=0)
+            ctx.event(f"{p.label}: first id {first - restarted} ms after the wipe (old ceilings up to "
+                      f"{top - restarted} ms after it)")
+        for p in old:
+            ctx.check(issued_after(p, back) > 0, f"{p.label} did not resume after reconnecting")
+    ctx.after_checks.append(after)
+
+
+@scenario("store-restarted-empty-unguarded", ["redis"], expect_unsafe=True,
+          procs_note="3 behind the proxy, +2 new right after the wipe on their slots, ?restart-guard=off",
+          why="as store-restarted-empty-newcomers with the newcomers' URL saying restart-guard=off: what the "
+              "guard prevents, shown")
+def store_empty_unguarded(ctx):
+    """What `restart-guard=off` risks when the server does lose its data: the harness reports
+    the (slot, ms) overlaps and duplicate ids it finds."""
+    old, new, before, restarted, back = restarted_empty_with_newcomers(ctx, ctx.url())
+
+    def after():
+        top = max((r["ceiling"] for r in before if r.get("holder")), default=0)
+        for p in new:
+            low = sum(1 for i in p.ids() if decode(i)[0] <= top)
+            ctx.event(f"{p.label}: {low} ids at or below the old holders' ceiling {top}")
+    ctx.after_checks.append(after)
+
+
 # ------------------------------------------------------------------------------------------------
 # The network
 
