@@ -116,6 +116,38 @@ macro_rules! conformance_suite {
     };
 }
 
+/// The operation timeout of the suite on a network store. The suite runs up to 1024 acquirers on
+/// a handful of handles at once on a two-core machine: a generous bound keeps a loaded machine
+/// from failing it (the bound is about hangs, not speed; the fault tests use short ones).
+pub const SUITE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// For a network store type `$store` (one with `open_with_timeout`): defines `open(url, timeout)`,
+/// the store on `url` with `timeout` on every operation, and `shared()`, a handle on the store at
+/// the URL `$shared_url` gives with [`SUITE_TIMEOUT`], and runs the conformance suite on
+/// `shared()`.
+#[macro_export]
+macro_rules! network_conformance_suite {
+    ($store:ty, $shared_url:expr) => {
+        /// Opens the store on `url` with `timeout` on every operation.
+        fn open(
+            url: &str,
+            timeout: ::std::time::Duration,
+        ) -> ::cosid_core::Result<::cosid_core::store::SharedStore> {
+            Ok(<$store>::open_with_timeout(
+                &::cosid_core::store::StoreUrl::parse(url)?,
+                timeout,
+            )?)
+        }
+
+        /// A handle on the store the conformance suite runs on.
+        fn shared() -> ::cosid_core::store::SharedStore {
+            open(&$shared_url, $crate::conformance::SUITE_TIMEOUT).expect("the store opens")
+        }
+
+        $crate::conformance_suite!(shared());
+    };
+}
+
 /// Opens a handle on the store under test.
 pub type Open<'a> = &'a dyn Fn() -> SharedStore;
 
