@@ -43,7 +43,8 @@ use cosid_core::lease::{
     rules, AcquireRequest, Acquisition, Choice, LeaseClient, NamespaceRecord, Owner, Refusal,
     Renewal, SlotLease, SlotRecord, Terms, Versioned,
 };
-use cosid_core::store::{NamespaceSnapshot, SharedStore, SlotStore, StoreUrl, Written};
+use cosid_core::store::hooked::{Call, Hook, Hooked, Reply};
+use cosid_core::store::{SharedStore, SlotStore, StoreUrl};
 use cosid_core::{Clock, ErrorKind, Layout, ManualClock, TimeUnit};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -227,10 +228,9 @@ fn held(owner: &Owner, slot: u32, fence: u64) -> SlotRecord {
 
 /// The store under test, counting the primitives called through it: each is one round trip to
 /// a network store (one transaction on SQLite). Every call goes to the real store unchanged.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Counting {
-    inner: SharedStore,
-    /// snapshot, cas_namespace, read_slot, cas_slot, cas_slot_timed.
+    /// One count per primitive, in the order of `Call::NAMES`.
     calls: [AtomicU64; 5],
 }
 
@@ -253,11 +253,8 @@ impl Calls {
 
 impl Counting {
     /// `inner`, counted.
-    pub fn wrap(inner: SharedStore) -> Arc<Counting> {
-        Arc::new(Counting {
-            inner,
-            calls: Default::default(),
-        })
+    pub fn wrap(inner: SharedStore) -> Arc<Hooked<Counting>> {
+        Hooked::new(inner, Counting::default())
     }
 
     /// The calls since the last `take`, and a fresh count.
@@ -271,54 +268,12 @@ impl Counting {
             cas_slot_timed: n(4),
         }
     }
-
-    fn count(&self, i: usize) {
-        self.calls[i].fetch_add(1, Ordering::SeqCst);
-    }
 }
 
-impl SlotStore for Counting {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn snapshot(&self, namespace: &str) -> cosid_core::Result<NamespaceSnapshot> {
-        self.count(0);
-        self.inner.snapshot(namespace)
-    }
-    fn cas_namespace(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &NamespaceRecord,
-    ) -> cosid_core::Result<Option<u64>> {
-        self.count(1);
-        self.inner.cas_namespace(namespace, expected, record)
-    }
-    fn read_slot(
-        &self,
-        namespace: &str,
-        slot: u32,
-    ) -> cosid_core::Result<(i64, Option<Versioned<SlotRecord>>)> {
-        self.count(2);
-        self.inner.read_slot(namespace, slot)
-    }
-    fn cas_slot(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> cosid_core::Result<Option<u64>> {
-        self.count(3);
-        self.inner.cas_slot(namespace, expected, record)
-    }
-    fn cas_slot_timed(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> cosid_core::Result<Option<Written>> {
-        self.count(4);
-        self.inner.cas_slot_timed(namespace, expected, record)
+impl Hook for Counting {
+    fn call(&self, inner: &dyn SlotStore, call: Call<'_>) -> cosid_core::Result<Reply> {
+        self.calls[call.index()].fetch_add(1, Ordering::SeqCst);
+        call.on(inner)
     }
 }
 
