@@ -688,6 +688,11 @@ mod tests {
         fn store(self) -> Arc<Hooked<Faulty>> {
             Hooked::new(MemoryStore::new(self.clock.clone() as SharedClock), self)
         }
+
+        /// A client of namespace "ns" (2 slots) on [`Faulty::store`].
+        fn client(self) -> LeaseClient {
+            LeaseClient::new(self.store(), "ns", 2, terms()).unwrap()
+        }
     }
 
     impl Hook for Faulty {
@@ -729,30 +734,22 @@ mod tests {
         }
     }
 
+    /// An acquisition through `faulty` fails with a `Store` error saying `why`.
+    fn check_acquisition_gives_up(faulty: Faulty, why: &str) {
+        let e = faulty.client().acquire(&request()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+        assert!(e.message().contains(why), "{e}");
+    }
+
     #[test]
     fn an_acquisition_that_loses_every_race_gives_up_naming_the_races() {
-        let store: SharedStore = Faulty {
+        let faulty = Faulty {
             always_raced: true,
             ..Faulty::new()
-        }
-        .store();
-        let terms = Terms {
-            ttl_ms: 1_000,
-            tolerance_ms: 100,
         };
-        let client = LeaseClient::new(store, "ns", 2, terms).unwrap();
-        let e = client
-            .acquire(&AcquireRequest {
-                owner: Owner::new("a"),
-                preferred_slot: None,
-                floor_at_least: 0,
-            })
-            .unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
-        assert!(
-            e.message()
-                .contains("lost 10000 compare-and-set races in a row acquiring a slot"),
-            "{e}"
+        check_acquisition_gives_up(
+            faulty,
+            "lost 10000 compare-and-set races in a row acquiring a slot",
         );
     }
 
@@ -766,17 +763,12 @@ mod tests {
 
     #[test]
     fn a_store_failure_of_another_kind_names_the_store_and_a_store_error_is_kept_as_is() {
-        let terms = Terms {
-            ttl_ms: 1_000,
-            tolerance_ms: 100,
-        };
         let client_failing_with = |kind, message| {
-            let store: SharedStore = Faulty {
+            Faulty {
                 snapshot_error: Some((kind, message)),
                 ..Faulty::new()
             }
-            .store();
-            LeaseClient::new(store, "ns", 2, terms).unwrap()
+            .client()
         };
         let c = client_failing_with(ErrorKind::Timeout, "no answer in 5s");
         let e = c.acquire(&request()).unwrap_err();
@@ -916,11 +908,7 @@ mod tests {
     #[test]
     fn leases_are_granted_in_the_client_s_namespace() {
         let store: SharedStore = MemoryStore::new(ManualClock::shared(1_000) as SharedClock);
-        let terms = Terms {
-            ttl_ms: 1_000,
-            tolerance_ms: 100,
-        };
-        let client = LeaseClient::new(store.clone(), "orders", 2, terms).unwrap();
+        let client = LeaseClient::new(store.clone(), "orders", 2, terms()).unwrap();
         assert_eq!(client.namespace(), "orders");
         let lease = client.acquire(&request()).unwrap().lease;
         assert_eq!(lease.namespace, client.namespace());
@@ -930,19 +918,11 @@ mod tests {
 
     #[test]
     fn an_acquisition_whose_namespace_never_appears_gives_up() {
-        let store: SharedStore = Faulty {
+        let faulty = Faulty {
             forgets_namespace: true,
             ..Faulty::new()
-        }
-        .store();
-        let terms = Terms {
-            ttl_ms: 1_000,
-            tolerance_ms: 100,
         };
-        let client = LeaseClient::new(store, "ns", 2, terms).unwrap();
-        let e = client.acquire(&request()).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
-        assert!(e.message().contains("acquiring a slot"), "{e}");
+        check_acquisition_gives_up(faulty, "acquiring a slot");
     }
 
     fn terms() -> Terms {
