@@ -277,6 +277,28 @@ impl Hook for Counting {
     }
 }
 
+/// Renewing `lease` is refused because the store no longer has it (`Refusal::Vanished`): a
+/// store that lost its data or its file.
+pub fn check_renewal_vanished(c: &LeaseClient, lease: &SlotLease) {
+    match c.renew(lease).unwrap() {
+        Renewal::Lost(refusal) => assert_eq!(refusal, Refusal::Vanished),
+        Renewal::Renewed(l) => panic!("renewed a lease the store no longer has: {l:?}"),
+    }
+}
+
+/// `lease`'s owner acquires again as its keeper does after a loss: with a floor at or above the
+/// highest ceiling it was granted, `lease`'s.
+pub fn reacquire_above(c: &LeaseClient, lease: &SlotLease) -> SlotLease {
+    acquire_with(
+        c,
+        AcquireRequest {
+            floor_at_least: lease.ceiling,
+            ..request(&lease.owner)
+        },
+    )
+    .lease
+}
+
 /// The store's clock now, read through `store` (for an estimate a test passes to
 /// [`LeaseClient::renew_at`]).
 pub fn store_clock(store: &SharedStore, namespace: &str) -> i64 {
