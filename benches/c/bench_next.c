@@ -97,6 +97,19 @@ static double next_ns(cosid_runtime *rt, long calls) {
 
 /* Waits (untimed) until the wall clock enters a new millisecond: a batch of 4096 that starts
  * there finds the whole millisecond's sequence numbers free and never waits for a tick. */
+#ifdef COSID_BENCH_LIBUUID
+/* ns per call of the libuuid generator `generate`, over `calls` calls. */
+static double uuid_ns(void (*generate)(uuid_t), long calls) {
+  uuid_t u;
+  double t = now_ns(CLOCK_MONOTONIC);
+  for (long i = 0; i < calls; i++) {
+    generate(u);
+    sink ^= u[15];
+  }
+  return (now_ns(CLOCK_MONOTONIC) - t) / (double)calls;
+}
+#endif
+
 static void wait_for_fresh_ms(void) {
   struct timespec a, b;
   clock_gettime(CLOCK_REALTIME, &a);
@@ -182,27 +195,9 @@ int main(void) {
   row_n("`cosid_next` sustained, default layout", "per call, 4096 ids/ms cap", s, 41);
 
 #ifdef COSID_BENCH_LIBUUID
-  for (int r = 0; r < ROUNDS; r++) {
-    long n = 2000;
-    uuid_t u;
-    double t = now_ns(CLOCK_MONOTONIC);
-    for (long i = 0; i < n; i++) {
-      uuid_generate_time(u);
-      sink ^= u[15];
-    }
-    s[r] = (now_ns(CLOCK_MONOTONIC) - t) / (double)n;
-  }
+  for (int r = 0; r < ROUNDS; r++) s[r] = uuid_ns(uuid_generate_time, 2000);
   row("peer: libuuid `uuid_generate_time`", "UUIDv1, per call", s);
-  for (int r = 0; r < ROUNDS; r++) {
-    long n = 2000;
-    uuid_t u;
-    double t = now_ns(CLOCK_MONOTONIC);
-    for (long i = 0; i < n; i++) {
-      uuid_generate_random(u);
-      sink ^= u[15];
-    }
-    s[r] = (now_ns(CLOCK_MONOTONIC) - t) / (double)n;
-  }
+  for (int r = 0; r < ROUNDS; r++) s[r] = uuid_ns(uuid_generate_random, 2000);
   row("peer: libuuid `uuid_generate_random`", "UUIDv4, per call", s);
 #endif
 

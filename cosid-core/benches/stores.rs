@@ -15,6 +15,7 @@
 //! failover.
 
 use cosid_core::lease::{AcquireRequest, LeaseClient, Owner, Renewal, SlotLease, Terms};
+use cosid_core::store::hooked::Hooked;
 use cosid_core::store::{self, SharedStore};
 use cosid_testkit::pg_standby::PgPair;
 use cosid_testkit::redis_ha::RedisHa;
@@ -36,7 +37,7 @@ const TERMS: Terms = Terms {
 struct Target {
     name: &'static str,
     url: String,
-    counting: Arc<Counting>,
+    counting: Arc<Hooked<Counting>>,
     /// One bare round trip with the store's own client library, for the floor column.
     floor: Option<Box<dyn Fn()>>,
     /// Keeps the server running.

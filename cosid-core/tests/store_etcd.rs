@@ -10,40 +10,17 @@ mod conformance;
 mod network;
 
 use cosid_core::store::etcd::EtcdStore;
-use cosid_core::store::{SharedStore, StoreUrl};
-use cosid_core::Result;
 use cosid_testkit::Server;
 use std::time::Duration;
 
-/// Opens the store on `url` with `timeout` on every operation.
-fn open(url: &str, timeout: Duration) -> Result<SharedStore> {
-    Ok(EtcdStore::open_with_timeout(
-        &StoreUrl::parse(url)?,
-        timeout,
-    )?)
-}
-
-/// The conformance suite runs up to 1024 acquirers on a handful of handles at once on a
-/// two-core machine: a generous bound keeps a loaded machine from failing it (the bound is
-/// about hangs, not speed; the fault tests use short ones).
-fn shared() -> SharedStore {
-    open(&cosid_testkit::shared_etcd_url(), Duration::from_secs(20)).expect("the store opens")
-}
-
-conformance_suite!(shared());
-
-network_faults!(
-    open,
+// A password URL names the user `root` (the test server has authentication off: it refuses
+// them).
+network_store_tests!(
+    EtcdStore,
     Server::etcd,
     cosid_testkit::shared_etcd_url,
-    password_url
+    "root"
 );
-
-/// An etcd URL with a user and password (the test server has authentication off: it refuses
-/// them).
-fn password_url(url: &str) -> String {
-    network::with_user(url, "root")
-}
 
 /// A member that accepts connections and never answers (stopped, or cut off from its cluster)
 /// costs one operation, not every one: the next goes to the next member.

@@ -3,8 +3,10 @@
 
 mod conformance;
 
-use conformance::{acquire, acquire_with, client, request, unique_namespace, LONG};
-use cosid_core::lease::{AcquireRequest, Owner, Refusal, Renewal};
+use conformance::{
+    acquire, check_renewal_vanished, client, reacquire_above, unique_namespace, LONG,
+};
+use cosid_core::lease::Owner;
 use cosid_core::store::memory::MemoryStore;
 use cosid_core::store::{self, SharedStore};
 use cosid_core::ManualClock;
@@ -28,21 +30,11 @@ fn store_restarted_empty_reports_the_lease_vanished() {
     let c = client(&shared, &ns, 2, LONG);
     let a = acquire(&c, &Owner::new("a")).lease;
     memory.wipe();
-    match c.renew(&a).unwrap() {
-        Renewal::Lost(refusal) => assert_eq!(refusal, Refusal::Vanished),
-        Renewal::Renewed(l) => panic!("renewed a lease the store forgot: {l:?}"),
-    }
+    check_renewal_vanished(&c, &a);
     assert!(!c.release(&a, None).unwrap());
     // The keeper asks for a floor at or above the highest ceiling it was granted, so the
     // emptied store cannot give it a window overlapping the one it used.
-    let again = acquire_with(
-        &c,
-        AcquireRequest {
-            floor_at_least: a.ceiling,
-            ..request(&a.owner)
-        },
-    );
-    assert_eq!(again.lease.floor, a.ceiling);
+    assert_eq!(reacquire_above(&c, &a).floor, a.ceiling);
     assert_eq!(
         shared.snapshot(&ns).unwrap().namespace.unwrap().value.limit,
         4,

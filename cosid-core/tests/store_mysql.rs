@@ -13,39 +13,19 @@ use conformance::{acquire, client, unique_namespace, LONG};
 use cosid_core::lease::{Owner, SlotRecord};
 use cosid_core::store::mysql::MysqlStore;
 use cosid_core::store::{SharedStore, StoreUrl};
-use cosid_core::{ErrorKind, Result};
+use cosid_core::ErrorKind;
 use cosid_testkit::{Server, MYSQL_PASSWORD_USER};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// Opens the store on `url` with `timeout` on every operation.
-fn open(url: &str, timeout: Duration) -> Result<SharedStore> {
-    Ok(MysqlStore::open_with_timeout(
-        &StoreUrl::parse(url)?,
-        timeout,
-    )?)
-}
-
-/// The conformance suite runs up to 1024 acquirers on a handful of handles at once on a
-/// two-core machine: a generous bound keeps a loaded machine from failing it (the bound is
-/// about hangs, not speed; the fault tests use short ones).
-fn shared() -> SharedStore {
-    open(&cosid_testkit::shared_mysql_url(), Duration::from_secs(20)).expect("the store opens")
-}
-
-conformance_suite!(shared());
-
-network_faults!(
-    open,
+// A password URL names the user `cosid`: the test server's `cosid` user has no password, so it
+// refuses it.
+network_store_tests!(
+    MysqlStore,
     Server::mysql,
     cosid_testkit::shared_mysql_url,
-    password_url
+    "cosid"
 );
-
-/// A MySQL URL with a password: the test server's `cosid` user has none, so it refuses it.
-fn password_url(url: &str) -> String {
-    network::with_user(url, "cosid")
-}
 
 /// The same cases once more on a connection with `CLIENT_FOUND_ROWS` (affected rows count
 /// the rows matched, not the rows changed): the compare-and-set means the same.

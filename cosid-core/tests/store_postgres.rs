@@ -10,43 +10,17 @@ mod conformance;
 mod network;
 
 use cosid_core::store::postgres::PostgresStore;
-use cosid_core::store::{SharedStore, StoreUrl};
-use cosid_core::Result;
 use cosid_testkit::Server;
 use std::time::Duration;
 
-/// Opens the store on `url` with `timeout` on every operation.
-fn open(url: &str, timeout: Duration) -> Result<SharedStore> {
-    Ok(PostgresStore::open_with_timeout(
-        &StoreUrl::parse(url)?,
-        timeout,
-    )?)
-}
-
-/// The conformance suite runs up to 1024 acquirers on a handful of handles at once on a
-/// two-core machine: a generous bound keeps a loaded machine from failing it (the bound is
-/// about hangs, not speed; the fault tests use short ones).
-fn shared() -> SharedStore {
-    open(
-        &cosid_testkit::shared_postgres_url(),
-        Duration::from_secs(20),
-    )
-    .expect("the store opens")
-}
-
-conformance_suite!(shared());
-
-network_faults!(
-    open,
+// A password URL names the user `postgres` (the test server trusts loopback: it ignores the
+// password).
+network_store_tests!(
+    PostgresStore,
     Server::postgres,
     cosid_testkit::shared_postgres_url,
-    password_url
+    "postgres"
 );
-
-/// A PostgreSQL URL with a password (the test server trusts loopback: it ignores it).
-fn password_url(url: &str) -> String {
-    network::with_user(url, "postgres")
-}
 
 /// `sslmode` from the URL is honoured (rustls): `verify-full` and `verify-ca` with the server's
 /// CA, `require`, and plain `disable`/`prefer` all work against a server that offers TLS;

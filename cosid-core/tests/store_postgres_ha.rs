@@ -23,7 +23,7 @@ use conformance::{acquire, client, unique_namespace, LONG};
 use cosid_core::lease::invariants::{self, Holder, Invariant, Step};
 use cosid_core::lease::{Owner, Renewal, SlotLease, SlotRecord, Terms};
 use cosid_core::store::postgres::PostgresStore;
-use cosid_core::store::{SharedStore, StoreUrl};
+use cosid_core::store::SharedStore;
 use cosid_core::{ErrorKind, Result};
 use cosid_testkit::pg_standby::{psql, PgPair};
 use cosid_testkit::Server;
@@ -42,31 +42,14 @@ const SHORT: Terms = Terms {
 /// A password that must never show.
 const SECRET: &str = "Sup3r-s3cret-ha";
 
-/// Opens the store on `url` with `timeout` on every operation.
-fn open(url: &str, timeout: Duration) -> Result<SharedStore> {
-    Ok(PostgresStore::open_with_timeout(
-        &StoreUrl::parse(url)?,
-        timeout,
-    )?)
-}
-
 /// The pair the conformance suite shares (stopped when the test binary exits).
 fn shared_pair() -> &'static PgPair {
     static PAIR: OnceLock<PgPair> = OnceLock::new();
     PAIR.get_or_init(PgPair::start)
 }
 
-/// A generous bound, as in `store_postgres.rs`: 1024 acquirers on a two-core machine, each
-/// commit waiting for the standby.
-fn shared() -> SharedStore {
-    open(
-        &shared_pair().url_standby_first(""),
-        Duration::from_secs(20),
-    )
-    .expect("the store opens")
-}
-
-conformance_suite!(shared());
+// The suite's generous bound also covers each commit waiting for the standby.
+network_conformance_suite!(PostgresStore, shared_pair().url_standby_first(""));
 
 /// Retries `f` (bounded: `tries` times, 200 ms apart) until it gives `Ok`; `Store` errors
 /// (a server down, a standby not promoted yet) and `Exhausted` (a lease not expired yet) are

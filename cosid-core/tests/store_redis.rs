@@ -10,39 +10,17 @@ mod conformance;
 mod network;
 
 use cosid_core::store::redis::RedisStore;
-use cosid_core::store::{SharedStore, StoreUrl};
-use cosid_core::Result;
 use cosid_testkit::Server;
 use std::time::Duration;
 
-/// Opens the store on `url` with `timeout` on every operation.
-fn open(url: &str, timeout: Duration) -> Result<SharedStore> {
-    Ok(RedisStore::open_with_timeout(
-        &StoreUrl::parse(url)?,
-        timeout,
-    )?)
-}
-
-/// The conformance suite runs up to 1024 acquirers on a handful of handles at once on a
-/// two-core machine: a generous bound keeps a loaded machine from failing it (the bound is
-/// about hangs, not speed; the fault tests use short ones).
-fn shared() -> SharedStore {
-    open(&cosid_testkit::shared_redis_url(), Duration::from_secs(20)).expect("the store opens")
-}
-
-conformance_suite!(shared());
-
-network_faults!(
-    open,
+// A password URL names the user `cosid` (the test server has no users configured: it refuses
+// them).
+network_store_tests!(
+    RedisStore,
     Server::redis,
     cosid_testkit::shared_redis_url,
-    password_url
+    "cosid"
 );
-
-/// A Redis URL with a user and password (the test server has none configured: it refuses them).
-fn password_url(url: &str) -> String {
-    network::with_user(url, "cosid")
-}
 
 /// The connections the server at `url` has accepted since it started, as its `INFO stats`
 /// counts them (the connection asking included).

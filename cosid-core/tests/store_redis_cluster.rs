@@ -27,8 +27,7 @@ use conformance::{acquire, client, request, unique_namespace, LONG};
 use cosid_core::lease::invariants::{self, Holder, Step};
 use cosid_core::lease::{Owner, Renewal, SlotLease};
 use cosid_core::store::redis::RedisStore;
-use cosid_core::store::{SharedStore, StoreUrl};
-use cosid_core::{ErrorKind, Result};
+use cosid_core::ErrorKind;
 use cosid_testkit::redis_cluster::{RedisCluster, CLUSTER_PASSWORD};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,24 +38,10 @@ use std::time::{Duration, Instant};
 /// The longest any wait of these tests may take.
 const BOUND: Duration = Duration::from_secs(90);
 
-fn open(url: &str, timeout: Duration) -> Result<SharedStore> {
-    Ok(RedisStore::open_with_timeout(
-        &StoreUrl::parse(url)?,
-        timeout,
-    )?)
-}
-
-/// The conformance suite runs up to 1024 acquirers at once on a two-core machine: a generous
-/// bound keeps a loaded machine from failing it (the bound is about hangs, not speed).
-fn shared() -> SharedStore {
-    open(
-        &cosid_testkit::redis_cluster::shared_redis_cluster_url(),
-        Duration::from_secs(20),
-    )
-    .expect("the store opens")
-}
-
-conformance_suite!(shared());
+network_conformance_suite!(
+    RedisStore,
+    cosid_testkit::redis_cluster::shared_redis_cluster_url()
+);
 
 fn grant(l: &SlotLease) -> Step {
     Step::Granted {

@@ -22,7 +22,7 @@ use conformance::{acquire, client, request, unique_namespace, LONG};
 use cosid_core::lease::invariants::{self, Holder, Step};
 use cosid_core::lease::{AcquireRequest, Owner, Renewal, SlotLease, SlotRecord, Terms};
 use cosid_core::store::redis::RedisStore;
-use cosid_core::store::{SharedStore, StoreUrl};
+use cosid_core::store::SharedStore;
 use cosid_core::{ErrorKind, Result};
 use cosid_testkit::redis_ha::RedisHa;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -36,13 +36,6 @@ const SECRET: &str = "Sup3r-s3cret-pw";
 /// The longest any wait of these tests may take.
 const BOUND: Duration = Duration::from_secs(90);
 
-fn open(url: &str, timeout: Duration) -> Result<SharedStore> {
-    Ok(RedisStore::open_with_timeout(
-        &StoreUrl::parse(url)?,
-        timeout,
-    )?)
-}
-
 /// The group the conformance suite runs on. Its sentinels wait 30 s before they think the
 /// primary is down, so a loaded machine does not make them fail over under the suite.
 fn shared_group() -> &'static RedisHa {
@@ -50,17 +43,7 @@ fn shared_group() -> &'static RedisHa {
     GROUP.get_or_init(|| RedisHa::start_with(2, Duration::from_secs(30)))
 }
 
-/// The conformance suite runs up to 1024 acquirers at once on a two-core machine: a generous
-/// bound keeps a loaded machine from failing it (the bound is about hangs, not speed).
-fn shared() -> SharedStore {
-    open(
-        &shared_group().sentinel_url("?replicas=1"),
-        Duration::from_secs(20),
-    )
-    .expect("the store opens")
-}
-
-conformance_suite!(shared());
+network_conformance_suite!(RedisStore, shared_group().sentinel_url("?replicas=1"));
 
 fn grant(l: &SlotLease) -> Step {
     Step::Granted {

@@ -7,8 +7,11 @@
 
 mod conformance;
 
-use conformance::{acquire, acquire_with, client, record, request, unique_namespace, LONG};
-use cosid_core::lease::{AcquireRequest, Owner, Refusal, Renewal};
+use conformance::{
+    acquire, acquire_with, check_renewal_vanished, client, reacquire_above, record, request,
+    unique_namespace, LONG,
+};
+use cosid_core::lease::{AcquireRequest, Owner, Renewal};
 use cosid_core::store::sqlite::SqliteStore;
 use cosid_core::store::{self, SharedStore, SlotStore};
 use cosid_core::{ErrorKind, ManualClock};
@@ -298,18 +301,8 @@ fn store_file_deleted_reports_the_lease_vanished() {
     }
     let store = open(&db);
     let c = client(&store, &ns, 1, LONG);
-    match c.renew(&a).unwrap() {
-        Renewal::Lost(refusal) => assert_eq!(refusal, Refusal::Vanished),
-        Renewal::Renewed(l) => panic!("renewed a lease the store forgot: {l:?}"),
-    }
-    let again = acquire_with(
-        &c,
-        AcquireRequest {
-            floor_at_least: a.ceiling,
-            ..request(&a.owner)
-        },
-    );
-    assert_eq!(again.lease.floor, a.ceiling);
+    check_renewal_vanished(&c, &a);
+    assert_eq!(reacquire_above(&c, &a).floor, a.ceiling);
     let snap = store.snapshot(&ns).unwrap();
     let mut new_versions = vec![snap.namespace.unwrap().version];
     new_versions.extend(snap.slots.slots.iter().map(|r| r.version));
@@ -515,14 +508,7 @@ fn a_store_file_deleted_under_its_holder_is_noticed_at_the_next_renewal() {
         Renewal::Lost(_) => {}
         Renewal::Renewed(l) => panic!("renewed a lease in a deleted file: {l:?}"),
     }
-    let again = acquire_with(
-        &c,
-        AcquireRequest {
-            floor_at_least: a.ceiling,
-            ..request(&a.owner)
-        },
-    )
-    .lease;
+    let again = reacquire_above(&c, &a);
     assert_ne!(
         again.slot, b.slot,
         "the newcomer's slot is live in the file"
@@ -551,10 +537,7 @@ fn a_store_file_replaced_under_its_holder_is_noticed_at_the_next_renewal() {
     // file: docs/stores.md says to remove them together).
     remove_store_files(&db);
     std::fs::rename(&other, &db).unwrap();
-    match c.renew(&a).unwrap() {
-        Renewal::Lost(refusal) => assert_eq!(refusal, Refusal::Vanished),
-        Renewal::Renewed(l) => panic!("renewed a lease in a file the path no longer names: {l:?}"),
-    }
+    check_renewal_vanished(&c, &a);
 }
 
 /// The keeper of a runtime on a file deleted under it marks the window lost at its next

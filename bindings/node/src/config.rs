@@ -3,11 +3,10 @@
 //! are read and the document interpreted on the creating thread.
 
 use crate::error::{check, type_error, Res};
-use crate::raw::{display, string_value, type_name, type_of};
+use crate::raw::{array_length, bigint_value, display, made, string_value, type_name, type_of};
 use cosid_core::Config;
 use napi::sys;
 use serde_yaml_ng::{Mapping, Number, Value};
-use std::ptr;
 
 /// Deeper than any real configuration; a cycle stops here.
 const MAX_DEPTH: usize = 32;
@@ -94,13 +93,7 @@ fn to_yaml(env: sys::napi_env, v: sys::napi_value, path: &str, depth: usize) -> 
             }
         }
         T::napi_bigint => {
-            let mut n = 0u64;
-            let mut lossless = false;
-            check!(
-                env,
-                sys::napi_get_value_bigint_uint64(env, v, &mut n, &mut lossless),
-                "napi_get_value_bigint_uint64"
-            )?;
+            let (n, lossless) = bigint_value(env, v)?;
             if !lossless {
                 return Err(type_error(format!(
                     "Runtime.create(config): {path} is {}n, which is not an unsigned 64-bit \
@@ -128,20 +121,10 @@ fn to_yaml(env: sys::napi_env, v: sys::napi_value, path: &str, depth: usize) -> 
                 }
                 Value::String(cosid_core::time::format_rfc3339_ms(ms as i64))
             } else if is_array(env, v)? {
-                let mut len = 0u32;
-                check!(
-                    env,
-                    sys::napi_get_array_length(env, v, &mut len),
-                    "napi_get_array_length"
-                )?;
+                let len = array_length(env, v)?;
                 let mut seq = Vec::with_capacity(len as usize);
                 for i in 0..len {
-                    let mut item = ptr::null_mut();
-                    check!(
-                        env,
-                        sys::napi_get_element(env, v, i, &mut item),
-                        "napi_get_element"
-                    )?;
+                    let item = made!(env, napi_get_element(v, i))?;
                     seq.push(to_yaml(env, item, &format!("{path}[{i}]"), depth + 1)?);
                 }
                 Value::Sequence(seq)
@@ -160,40 +143,21 @@ fn to_yaml(env: sys::napi_env, v: sys::napi_value, path: &str, depth: usize) -> 
 }
 
 fn mapping(env: sys::napi_env, v: sys::napi_value, path: &str, depth: usize) -> Res<Mapping> {
-    let mut keys = ptr::null_mut();
-    check!(
+    let keys = made!(
         env,
-        sys::napi_get_all_property_names(
-            env,
+        napi_get_all_property_names(
             v,
             sys::KeyCollectionMode::own_only,
             sys::KeyFilter::enumerable | sys::KeyFilter::skip_symbols,
             sys::KeyConversion::numbers_to_strings,
-            &mut keys,
-        ),
-        "napi_get_all_property_names"
+        )
     )?;
-    let mut len = 0u32;
-    check!(
-        env,
-        sys::napi_get_array_length(env, keys, &mut len),
-        "napi_get_array_length"
-    )?;
+    let len = array_length(env, keys)?;
     let mut map = Mapping::with_capacity(len as usize);
     for i in 0..len {
-        let mut key = ptr::null_mut();
-        check!(
-            env,
-            sys::napi_get_element(env, keys, i, &mut key),
-            "napi_get_element"
-        )?;
+        let key = made!(env, napi_get_element(keys, i))?;
         let name = string_value(env, key)?;
-        let mut item = ptr::null_mut();
-        check!(
-            env,
-            sys::napi_get_property(env, v, key, &mut item),
-            "napi_get_property"
-        )?;
+        let item = made!(env, napi_get_property(v, key))?;
         if type_of(env, item)? == sys::ValueType::napi_undefined {
             // Like JSON.stringify: an undefined member is no member.
             continue;

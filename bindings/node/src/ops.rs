@@ -10,7 +10,7 @@
 
 use crate::error::{check, coded, range_error, type_error, Failure, Res};
 use crate::offload;
-use crate::raw::{self, bigint, display, type_name, type_of};
+use crate::raw::{self, bigint, display, made, type_name, type_of};
 use cosid_core::convert::{self, BASE62_WIDTH};
 use cosid_core::{Generator, Layout, TryNext, WaitReason};
 use napi::sys;
@@ -174,13 +174,7 @@ pub(crate) fn read_id(env: sys::napi_env, v: sys::napi_value, what: &str) -> Res
             display(env, v)
         )));
     }
-    let mut id = 0u64;
-    let mut lossless = false;
-    check!(
-        env,
-        sys::napi_get_value_bigint_uint64(env, v, &mut id, &mut lossless),
-        "napi_get_value_bigint_uint64"
-    )?;
+    let (id, lossless) = raw::bigint_value(env, v)?;
     if !lossless {
         return Err(range_error(format!(
             "{what}: id {}n is not an unsigned 64-bit integer (0n to 18446744073709551615n)",
@@ -225,6 +219,23 @@ pub(crate) fn read_count(
 
 /// A `BigUint64Array` of `n` fresh ids, filled in place in a new `ArrayBuffer`.
 fn fresh_ids(env: sys::napi_env, gen: &Generator, n: usize) -> Res<sys::napi_value> {
+    typed_array(env, n, |out| fill(gen, out))
+}
+
+/// A `BigUint64Array` holding a copy of `ids`.
+pub(crate) fn copy_ids(env: sys::napi_env, ids: &[u64]) -> Res<sys::napi_value> {
+    typed_array(env, ids.len(), |out| {
+        out.copy_from_slice(ids);
+        Ok(())
+    })
+}
+
+/// A `BigUint64Array` of `n` elements in a new `ArrayBuffer`, filled in place by `fill`.
+fn typed_array(
+    env: sys::napi_env,
+    n: usize,
+    fill: impl FnOnce(&mut [u64]) -> Res<()>,
+) -> Res<sys::napi_value> {
     let mut bytes: *mut c_void = ptr::null_mut();
     let mut buffer = ptr::null_mut();
     check!(
@@ -235,43 +246,12 @@ fn fresh_ids(env: sys::napi_env, gen: &Generator, n: usize) -> Res<sys::napi_val
     if n > 0 {
         // SAFETY: V8 allocates ArrayBuffer memory aligned for any element type, `n * 8` bytes
         // long, and nothing else can see the buffer until we return it.
-        let out = unsafe { std::slice::from_raw_parts_mut(bytes as *mut u64, n) };
-        fill(gen, out)?;
+        fill(unsafe { std::slice::from_raw_parts_mut(bytes as *mut u64, n) })?;
     }
-    typed_array(env, buffer, n)
-}
-
-/// A `BigUint64Array` holding a copy of `ids`.
-pub(crate) fn copy_ids(env: sys::napi_env, ids: &[u64]) -> Res<sys::napi_value> {
-    let mut bytes: *mut c_void = ptr::null_mut();
-    let mut buffer = ptr::null_mut();
-    check!(
+    made!(
         env,
-        sys::napi_create_arraybuffer(env, ids.len() * 8, &mut bytes, &mut buffer),
-        "napi_create_arraybuffer"
-    )?;
-    if !ids.is_empty() {
-        // SAFETY: a fresh, aligned buffer of exactly this many bytes.
-        unsafe { std::ptr::copy_nonoverlapping(ids.as_ptr(), bytes as *mut u64, ids.len()) };
-    }
-    typed_array(env, buffer, ids.len())
-}
-
-fn typed_array(env: sys::napi_env, buffer: sys::napi_value, n: usize) -> Res<sys::napi_value> {
-    let mut array = ptr::null_mut();
-    check!(
-        env,
-        sys::napi_create_typedarray(
-            env,
-            sys::TypedarrayType::biguint64_array,
-            n,
-            buffer,
-            0,
-            &mut array
-        ),
-        "napi_create_typedarray"
-    )?;
-    Ok(array)
+        napi_create_typedarray(sys::TypedarrayType::biguint64_array, n, buffer, 0)
+    )
 }
 
 /// `{ id, timestamp, time, slot, sequence }` of an id.

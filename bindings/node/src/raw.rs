@@ -14,6 +14,17 @@ use std::ffi::{c_char, c_void, CStr};
 use std::ptr;
 use std::sync::Arc;
 
+/// Calls the Node-API function `$f(env, args..., &mut value)` that makes or gets a value,
+/// checked (a failure names `$f`): the value.
+macro_rules! made {
+    ($env:expr, $f:ident($($arg:expr),* $(,)?)) => {{
+        let mut v = ::std::ptr::null_mut();
+        $crate::error::check!($env, ::napi::sys::$f($env, $($arg,)* &mut v), stringify!($f))
+            .map(|()| v)
+    }};
+}
+pub(crate) use made;
+
 /// A JavaScript value made by the addon, handed to napi-rs as it is.
 pub struct Raw(pub(crate) sys::napi_value);
 
@@ -34,68 +45,38 @@ impl TypeName for Raw {
 }
 
 pub(crate) fn undefined(env: sys::napi_env) -> Res<sys::napi_value> {
-    let mut v = ptr::null_mut();
-    check!(
-        env,
-        sys::napi_get_undefined(env, &mut v),
-        "napi_get_undefined"
-    )?;
-    Ok(v)
+    made!(env, napi_get_undefined())
 }
 
 #[inline]
 pub(crate) fn bigint(env: sys::napi_env, n: u64) -> Res<sys::napi_value> {
-    let mut v = ptr::null_mut();
-    check!(
-        env,
-        sys::napi_create_bigint_uint64(env, n, &mut v),
-        "napi_create_bigint_uint64"
-    )?;
-    Ok(v)
+    made!(env, napi_create_bigint_uint64(n))
 }
 
 pub(crate) fn number(env: sys::napi_env, n: f64) -> Res<sys::napi_value> {
-    let mut v = ptr::null_mut();
-    check!(
-        env,
-        sys::napi_create_double(env, n, &mut v),
-        "napi_create_double"
-    )?;
-    Ok(v)
+    made!(env, napi_create_double(n))
 }
 
 pub(crate) fn boolean(env: sys::napi_env, b: bool) -> Res<sys::napi_value> {
-    let mut v = ptr::null_mut();
-    check!(
-        env,
-        sys::napi_get_boolean(env, b, &mut v),
-        "napi_get_boolean"
-    )?;
-    Ok(v)
+    made!(env, napi_get_boolean(b))
 }
 
 /// A string of ASCII bytes (cheaper than UTF-8 validation on the engine side).
 #[inline]
 pub(crate) fn ascii(env: sys::napi_env, s: &[u8]) -> Res<sys::napi_value> {
     debug_assert!(s.is_ascii());
-    let mut v = ptr::null_mut();
-    check!(
+    made!(
         env,
-        sys::napi_create_string_latin1(env, s.as_ptr() as *const c_char, s.len() as isize, &mut v),
-        "napi_create_string_latin1"
-    )?;
-    Ok(v)
+        napi_create_string_latin1(s.as_ptr() as *const c_char, s.len() as isize)
+    )
 }
 
 /// A string of any UTF-8 text.
 pub(crate) fn utf8_string(env: sys::napi_env, s: &str) -> Res<sys::napi_value> {
-    let mut v = ptr::null_mut();
-    check!(
+    made!(
         env,
-        sys::napi_create_string_utf8(env, s.as_ptr() as *const c_char, s.len() as isize, &mut v),
-        "napi_create_string_utf8"
-    )?;
-    Ok(v)
+        napi_create_string_utf8(s.as_ptr() as *const c_char, s.len() as isize)
+    )
 }
 
 /// `obj[key] = value` for a key given as Rust text (no NUL needed).
@@ -114,13 +95,7 @@ pub(crate) fn set_named(
 }
 
 pub(crate) fn object(env: sys::napi_env) -> Res<sys::napi_value> {
-    let mut v = ptr::null_mut();
-    check!(
-        env,
-        sys::napi_create_object(env, &mut v),
-        "napi_create_object"
-    )?;
-    Ok(v)
+    made!(env, napi_create_object())
 }
 
 pub(crate) fn set(
@@ -134,6 +109,29 @@ pub(crate) fn set(
         sys::napi_set_named_property(env, obj, key.as_ptr(), value),
         "napi_set_named_property"
     )
+}
+
+/// The length of an array.
+pub(crate) fn array_length(env: sys::napi_env, v: sys::napi_value) -> Res<u32> {
+    let mut len = 0u32;
+    check!(
+        env,
+        sys::napi_get_array_length(env, v, &mut len),
+        "napi_get_array_length"
+    )?;
+    Ok(len)
+}
+
+/// A bigint's value as a `u64`, and whether it fits one exactly.
+pub(crate) fn bigint_value(env: sys::napi_env, v: sys::napi_value) -> Res<(u64, bool)> {
+    let mut n = 0u64;
+    let mut lossless = false;
+    check!(
+        env,
+        sys::napi_get_value_bigint_uint64(env, v, &mut n, &mut lossless),
+        "napi_get_value_bigint_uint64"
+    )?;
+    Ok((n, lossless))
 }
 
 pub(crate) fn type_of(env: sys::napi_env, v: sys::napi_value) -> Res<sys::napi_valuetype> {
@@ -353,19 +351,7 @@ pub(crate) unsafe fn data<'a, T>(data: *mut c_void) -> &'a T {
 
 /// A promise already resolved with `value`.
 pub(crate) fn resolved(env: sys::napi_env, value: sys::napi_value) -> Res<sys::napi_value> {
-    let mut deferred = ptr::null_mut();
-    let mut promise = ptr::null_mut();
-    check!(
-        env,
-        sys::napi_create_promise(env, &mut deferred, &mut promise),
-        "napi_create_promise"
-    )?;
-    check!(
-        env,
-        sys::napi_resolve_deferred(env, deferred, value),
-        "napi_resolve_deferred"
-    )?;
-    Ok(promise)
+    settled(env, value, true)
 }
 
 /// A promise already rejected with `failure`.
@@ -374,6 +360,11 @@ pub(crate) fn rejected(env: sys::napi_env, failure: Failure) -> Res<sys::napi_va
     let Some(error) = (unsafe { failure.to_js(env) }) else {
         return Err(Failure::Pending);
     };
+    settled(env, error, false)
+}
+
+/// A promise already settled with `value`: resolved with it, or rejected (`resolve` false).
+fn settled(env: sys::napi_env, value: sys::napi_value, resolve: bool) -> Res<sys::napi_value> {
     let mut deferred = ptr::null_mut();
     let mut promise = ptr::null_mut();
     check!(
@@ -381,10 +372,18 @@ pub(crate) fn rejected(env: sys::napi_env, failure: Failure) -> Res<sys::napi_va
         sys::napi_create_promise(env, &mut deferred, &mut promise),
         "napi_create_promise"
     )?;
-    check!(
-        env,
-        sys::napi_reject_deferred(env, deferred, error),
-        "napi_reject_deferred"
-    )?;
+    if resolve {
+        check!(
+            env,
+            sys::napi_resolve_deferred(env, deferred, value),
+            "napi_resolve_deferred"
+        )?;
+    } else {
+        check!(
+            env,
+            sys::napi_reject_deferred(env, deferred, value),
+            "napi_reject_deferred"
+        )?;
+    }
     Ok(promise)
 }

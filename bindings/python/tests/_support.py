@@ -3,8 +3,14 @@ which get the parent's sys.path)."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
+
+import pytest
 
 import cosid
 
@@ -85,3 +91,55 @@ def pool_task(config: dict[str, Any], count: int) -> tuple[int, list[int]]:
     slot = rt.slot
     assert slot is not None
     return slot, ids
+
+
+# How long a child may take before the test calls it hung (a bound, not an expectation).
+CHILD_DEADLINE = 60.0
+
+
+class Child:
+    """A forked child running `body()`; its JSON-able result comes back through a pipe."""
+
+    def __init__(self, body: Callable[[], Any]) -> None:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into pytest
+            code = 3
+            try:
+                os.close(read)
+                try:
+                    result: Any = {"ok": body()}
+                except BaseException as e:  # noqa: BLE001  (reported to the parent)
+                    result = {"error": type(e).__name__, "message": str(e),
+                              "status": getattr(e, "status", None)}
+                with os.fdopen(write, "wb") as f:
+                    f.write(json.dumps(result).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        self.pid = pid
+        self.read = read
+
+    def result(self) -> Any:
+        chunks = []
+        while chunk := os.read(self.read, 1 << 16):
+            chunks.append(chunk)
+        os.close(self.read)
+        status = wait_bounded(self.pid)
+        assert status == 0, f"child {self.pid} exited with status {status}"
+        return json.loads(b"".join(chunks).decode())
+
+
+def wait_bounded(pid: int, deadline: float = CHILD_DEADLINE) -> int:
+    """Waits for `pid`; a child still running after `deadline` seconds is killed and reported."""
+    end = time.monotonic() + deadline
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > end:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail(f"child {pid} hung for {deadline}s and was killed")
+        time.sleep(0.01)

@@ -4,7 +4,6 @@ released while a call waits."""
 from __future__ import annotations
 
 import multiprocessing
-import os
 import threading
 import time
 from typing import Any, Callable
@@ -13,7 +12,7 @@ import pytest
 
 import _support
 import cosid
-from _support import lease_config
+from _support import Child, lease_config
 
 FORK_WARNING = "ignore:This process .* is multi-threaded:DeprecationWarning"
 
@@ -80,29 +79,16 @@ def test_fork_child_refuses_the_parents_runtime_and_builds_its_own(sqlite_store:
     config["cosid"]["fork"] = "fail"
     rt = cosid.Runtime(config)
     parent_ids = rt.next_batch(100)
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child
-        code = 1
-        try:
-            os.close(read)
-            try:
-                rt.next()
-            except cosid.ForkedError:
-                with cosid.Runtime(config) as own:
-                    ids = own.next_batch(100)
-                    os.write(write, f"{own.slot} {' '.join(map(str, ids))}".encode())
-                    code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    chunks = []
-    while chunk := os.read(read, 65536):
-        chunks.append(chunk)
-    os.close(read)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-    child_slot, *child_ids = map(int, b"".join(chunks).decode().split())
+
+    def child() -> Any:
+        with pytest.raises(cosid.ForkedError):
+            rt.next()
+        with cosid.Runtime(config) as own:
+            return {"slot": own.slot, "ids": own.next_batch(100)}
+
+    r = Child(child).result()
+    assert "ok" in r, r
+    child_slot, child_ids = r["ok"]["slot"], r["ok"]["ids"]
     assert child_slot != rt.slot  # the parent still holds its slot
     more = rt.next_batch(100)  # and keeps issuing with it
     everything = parent_ids + more + child_ids
@@ -140,55 +126,44 @@ def test_multiprocessing_fork_children_refuse_the_inherited_runtime(sqlite_store
     assert len(ids) == len(set(ids)) == 2000 + 3 * 1000
 
 
+def check_the_gil_is_released_while(call: Callable[[], object],
+                                    raises: type[BaseException]) -> None:
+    """Runs `call` (which waits, then raises `raises`) in a thread, and this thread's Python code
+    while it waits: were the GIL held for the whole wait, this loop could not run until the wait
+    had ended."""
+    entered = threading.Event()
+    outcome: list[BaseException] = []
+
+    def wait() -> None:
+        entered.set()
+        try:
+            call()
+        except raises as e:
+            outcome.append(e)
+
+    t = threading.Thread(target=wait)
+    t.start()
+    entered.wait()
+    ran_while_waiting = 0
+    while t.is_alive() and ran_while_waiting < 200:
+        ran_while_waiting += 1
+        time.sleep(0.001)
+    assert ran_while_waiting == 200 and t.is_alive()
+    t.join()
+    assert len(outcome) == 1
+
+
 def test_a_waiting_call_releases_the_gil() -> None:
     # A static slot whose window starts in 2080: next() waits (up to max-wait) for the clock.
     config = {"cosid": {"max-wait": "3s", "machine": {"static": {
         "slot": 2, "not-before": "2080-01-01T00:00:00Z"}}}}
     with cosid.Runtime(config) as rt:
-        entered = threading.Event()
-        outcome: list[BaseException] = []
-
-        def wait() -> None:
-            entered.set()
-            try:
-                rt.next()
-            except cosid.ClockBehindError as e:
-                outcome.append(e)
-
-        t = threading.Thread(target=wait)
-        t.start()
-        entered.wait()
-        # This thread runs Python code while the other waits in next(): were the GIL held for
-        # the whole wait, this loop could not run until the wait had ended.
-        ran_while_waiting = 0
-        while t.is_alive() and ran_while_waiting < 200:
-            ran_while_waiting += 1
-            time.sleep(0.001)
-        assert ran_while_waiting == 200 and t.is_alive()
-        t.join()
-    assert len(outcome) == 1
+        check_the_gil_is_released_while(rt.next, cosid.ClockBehindError)
 
 
 def test_building_a_runtime_releases_the_gil(sqlite_store: str) -> None:
     # The only slot is held, so the second runtime retries for acquire-timeout before failing.
     with cosid.Runtime(lease_config(sqlite_store, bits=0)):
-        entered = threading.Event()
-        outcome: list[BaseException] = []
-
-        def build() -> None:
-            entered.set()
-            try:
-                cosid.Runtime(lease_config(sqlite_store, bits=0, acquire_timeout="3s"))
-            except cosid.ExhaustedError as e:
-                outcome.append(e)
-
-        t = threading.Thread(target=build)
-        t.start()
-        entered.wait()
-        ran_while_waiting = 0
-        while t.is_alive() and ran_while_waiting < 200:
-            ran_while_waiting += 1
-            time.sleep(0.001)
-        assert ran_while_waiting == 200 and t.is_alive()
-        t.join()
-    assert len(outcome) == 1
+        check_the_gil_is_released_while(
+            lambda: cosid.Runtime(lease_config(sqlite_store, bits=0, acquire_timeout="3s")),
+            cosid.ExhaustedError)

@@ -5,7 +5,6 @@ checked through the same code path as every other kind)."""
 from __future__ import annotations
 
 import array
-import os
 import pathlib
 import shutil
 import time
@@ -13,7 +12,7 @@ import time
 import pytest
 
 import cosid
-from _support import lease_config
+from _support import Child, lease_config
 
 # core kind name -> (class, C API status name)
 EXPECTED = {
@@ -180,25 +179,8 @@ def test_window_closed_when_the_ceiling_cannot_be_extended(tmp_path: pathlib.Pat
 def test_forked_child_gets_forked_error(memory_store: str) -> None:
     rt = cosid.Runtime(lease_config(memory_store))
     rt.next()
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child
-        code = 1
-        try:
-            os.close(read)
-            try:
-                rt.next()
-            except cosid.ForkedError as e:
-                os.write(write, e.status.encode())
-                code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    status = os.read(read, 100).decode()
-    os.close(read)
-    _, wait_status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(wait_status) == 0
-    assert status == "COSID_ERR_FORKED"
+    r = Child(rt.next).result()
+    assert (r.get("error"), r.get("status")) == ("ForkedError", "COSID_ERR_FORKED"), r
     assert rt.next() > 0  # the parent is untouched
     rt.close()
 

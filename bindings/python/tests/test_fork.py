@@ -21,21 +21,17 @@ import textwrap
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import pytest
 
 import _support
 import cosid
-from _support import held_slots, lease_config
+from _support import Child, held_slots, lease_config
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:This process .* is multi-threaded:DeprecationWarning"
 )
-
-# How long a child may take before the test calls it hung (a bound, not an expectation).
-CHILD_DEADLINE = 60.0
-
 
 def config(store: str, policy: Optional[str], namespace: str = "fork", **lease: Any) -> dict:
     lease.setdefault("bits", 4)
@@ -43,54 +39,6 @@ def config(store: str, policy: Optional[str], namespace: str = "fork", **lease: 
     if policy is not None:
         c["cosid"]["fork"] = policy
     return c
-
-
-class Child:
-    """A forked child running `body()`; its JSON-able result comes back through a pipe."""
-
-    def __init__(self, body: Callable[[], Any]) -> None:
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns into pytest
-            code = 3
-            try:
-                os.close(read)
-                try:
-                    result: Any = {"ok": body()}
-                except BaseException as e:  # noqa: BLE001  (reported to the parent)
-                    result = {"error": type(e).__name__, "message": str(e),
-                              "status": getattr(e, "status", None)}
-                with os.fdopen(write, "wb") as f:
-                    f.write(json.dumps(result).encode())
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write)
-        self.pid = pid
-        self.read = read
-
-    def result(self) -> Any:
-        chunks = []
-        while chunk := os.read(self.read, 1 << 16):
-            chunks.append(chunk)
-        os.close(self.read)
-        status = wait_bounded(self.pid)
-        assert status == 0, f"child {self.pid} exited with status {status}"
-        return json.loads(b"".join(chunks).decode())
-
-
-def wait_bounded(pid: int, deadline: float = CHILD_DEADLINE) -> int:
-    """Waits for `pid`; a child still running after `deadline` seconds is killed and reported."""
-    end = time.monotonic() + deadline
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return os.waitstatus_to_exitcode(status)
-        if time.monotonic() > end:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail(f"child {pid} hung for {deadline}s and was killed")
-        time.sleep(0.01)
 
 
 PER_PROCESS = 20_000

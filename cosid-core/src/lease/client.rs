@@ -687,14 +687,14 @@ mod tests {
     use super::*;
     use crate::clock::{ManualClock, SharedClock};
     use crate::lease::Owner;
+    use crate::store::hooked::{Call, Hook, Hooked, Reply};
     use crate::store::memory::MemoryStore;
-    use crate::store::{NamespaceSnapshot, SlotStore};
+    use crate::store::SlotStore;
     use std::sync::Arc;
 
-    /// The real memory store, on a manual clock, behind a fault injector.
+    /// A fault injector in front of the real memory store, on a manual clock.
     #[derive(Debug)]
     struct Faulty {
-        inner: SharedStore,
         clock: Arc<ManualClock>,
         /// Every snapshot fails with this.
         snapshot_error: Option<(ErrorKind, &'static str)>,
@@ -713,10 +713,8 @@ mod tests {
 
     impl Faulty {
         fn new() -> Faulty {
-            let clock = ManualClock::shared(1_000);
             Faulty {
-                inner: MemoryStore::new(clock.clone() as SharedClock),
-                clock,
+                clock: ManualClock::shared(1_000),
                 snapshot_error: None,
                 forgets_namespace: false,
                 always_raced: false,
@@ -725,85 +723,76 @@ mod tests {
                 started_at: None,
             }
         }
+
+        /// A memory store on this injector's clock, behind it.
+        fn store(self) -> Arc<Hooked<Faulty>> {
+            Hooked::new(MemoryStore::new(self.clock.clone() as SharedClock), self)
+        }
+
+        /// A client of namespace "ns" (2 slots) on [`Faulty::store`].
+        fn client(self) -> LeaseClient {
+            LeaseClient::new(self.store(), "ns", 2, terms()).unwrap()
+        }
     }
 
-    impl SlotStore for Faulty {
-        fn describe(&self) -> String {
-            self.inner.describe()
-        }
-        fn started_at(&self, _namespace: &str) -> Result<Option<i64>> {
+    impl Hook for Faulty {
+        fn started_at(&self, _inner: &dyn SlotStore, _namespace: &str) -> Result<Option<i64>> {
             Ok(self.started_at)
         }
-        fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
-            match self.snapshot_error {
-                Some((kind, message)) => Err(Error::new(kind, message)),
-                None => self.inner.snapshot(namespace),
+        fn call(&self, inner: &dyn SlotStore, call: Call<'_>) -> Result<Reply> {
+            match call {
+                Call::Snapshot { .. } => match self.snapshot_error {
+                    Some((kind, message)) => Err(Error::new(kind, message)),
+                    None => call.on(inner),
+                },
+                Call::CasNamespace { .. } if self.forgets_namespace => Ok(Reply::Version(Some(1))),
+                // A timed compare-and-set is a plain one, written without the store's clock.
+                Call::CasSlot {
+                    namespace,
+                    expected,
+                    record,
+                }
+                | Call::CasSlotTimed {
+                    namespace,
+                    expected,
+                    record,
+                } => {
+                    if self.always_raced {
+                        return Ok(Reply::Version(None));
+                    }
+                    if !self
+                        .lose_next
+                        .swap(false, std::sync::atomic::Ordering::SeqCst)
+                    {
+                        return Ok(Reply::Version(inner.cas_slot(namespace, expected, record)?));
+                    }
+                    if let Some(taker) = &self.taker {
+                        self.clock.advance(std::time::Duration::from_secs(2));
+                        plant_lease(inner, record.slot, taker);
+                    }
+                    Ok(Reply::Version(None))
+                }
+                _ => call.on(inner),
             }
         }
-        fn cas_namespace(
-            &self,
-            namespace: &str,
-            expected: Option<u64>,
-            record: &NamespaceRecord,
-        ) -> Result<Option<u64>> {
-            if self.forgets_namespace {
-                return Ok(Some(1));
-            }
-            self.inner.cas_namespace(namespace, expected, record)
-        }
-        fn read_slot(
-            &self,
-            namespace: &str,
-            slot: u32,
-        ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
-            self.inner.read_slot(namespace, slot)
-        }
-        fn cas_slot(
-            &self,
-            namespace: &str,
-            expected: Option<u64>,
-            record: &SlotRecord,
-        ) -> Result<Option<u64>> {
-            if self.always_raced {
-                return Ok(None);
-            }
-            if !self
-                .lose_next
-                .swap(false, std::sync::atomic::Ordering::SeqCst)
-            {
-                return self.inner.cas_slot(namespace, expected, record);
-            }
-            if let Some(taker) = &self.taker {
-                self.clock.advance(std::time::Duration::from_secs(2));
-                plant_lease(&self.inner, record.slot, taker);
-            }
-            Ok(None)
-        }
+    }
+
+    /// An acquisition through `faulty` fails with a `Store` error saying `why`.
+    fn check_acquisition_gives_up(faulty: Faulty, why: &str) {
+        let e = faulty.client().acquire(&request()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+        assert!(e.message().contains(why), "{e}");
     }
 
     #[test]
     fn an_acquisition_that_loses_every_race_gives_up_naming_the_races() {
-        let store: SharedStore = Arc::new(Faulty {
+        let faulty = Faulty {
             always_raced: true,
             ..Faulty::new()
-        });
-        let terms = Terms {
-            ttl_ms: 1_000,
-            tolerance_ms: 100,
         };
-        let client = LeaseClient::new(store, "ns", 2, terms).unwrap();
-        let e = client
-            .acquire(&AcquireRequest {
-                owner: Owner::new("a"),
-                preferred_slot: None,
-                floor_at_least: 0,
-            })
-            .unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
-        assert!(
-            e.message()
-                .contains("lost 10000 compare-and-set races in a row acquiring a slot"),
-            "{e}"
+        check_acquisition_gives_up(
+            faulty,
+            "lost 10000 compare-and-set races in a row acquiring a slot",
         );
     }
 
@@ -817,16 +806,12 @@ mod tests {
 
     #[test]
     fn a_store_failure_of_another_kind_names_the_store_and_a_store_error_is_kept_as_is() {
-        let terms = Terms {
-            ttl_ms: 1_000,
-            tolerance_ms: 100,
-        };
         let client_failing_with = |kind, message| {
-            let store: SharedStore = Arc::new(Faulty {
+            Faulty {
                 snapshot_error: Some((kind, message)),
                 ..Faulty::new()
-            });
-            LeaseClient::new(store, "ns", 2, terms).unwrap()
+            }
+            .client()
         };
         let c = client_failing_with(ErrorKind::Timeout, "no answer in 5s");
         let e = c.acquire(&request()).unwrap_err();
@@ -966,11 +951,7 @@ mod tests {
     #[test]
     fn leases_are_granted_in_the_client_s_namespace() {
         let store: SharedStore = MemoryStore::new(ManualClock::shared(1_000) as SharedClock);
-        let terms = Terms {
-            ttl_ms: 1_000,
-            tolerance_ms: 100,
-        };
-        let client = LeaseClient::new(store.clone(), "orders", 2, terms).unwrap();
+        let client = LeaseClient::new(store.clone(), "orders", 2, terms()).unwrap();
         assert_eq!(client.namespace(), "orders");
         let lease = client.acquire(&request()).unwrap().lease;
         assert_eq!(lease.namespace, client.namespace());
@@ -980,18 +961,11 @@ mod tests {
 
     #[test]
     fn an_acquisition_whose_namespace_never_appears_gives_up() {
-        let store: SharedStore = Arc::new(Faulty {
+        let faulty = Faulty {
             forgets_namespace: true,
             ..Faulty::new()
-        });
-        let terms = Terms {
-            ttl_ms: 1_000,
-            tolerance_ms: 100,
         };
-        let client = LeaseClient::new(store, "ns", 2, terms).unwrap();
-        let e = client.acquire(&request()).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
-        assert!(e.message().contains("acquiring a slot"), "{e}");
+        check_acquisition_gives_up(faulty, "acquiring a slot");
     }
 
     fn terms() -> Terms {
@@ -1002,12 +976,12 @@ mod tests {
     }
 
     /// A live lease on `slot` for `owner`, written straight into the store.
-    fn plant_lease(store: &SharedStore, slot: u32, owner: &Owner) {
+    fn plant_lease(store: &dyn SlotStore, slot: u32, owner: &Owner) {
         plant_lease_above(store, slot, owner, 0);
     }
 
     /// A live lease on `slot` for `owner` whose floor is at least `floor_at_least`.
-    fn plant_lease_above(store: &SharedStore, slot: u32, owner: &Owner, floor_at_least: i64) {
+    fn plant_lease_above(store: &dyn SlotStore, slot: u32, owner: &Owner, floor_at_least: i64) {
         let (now, current) = store.read_slot("ns", slot).unwrap();
         let rec = current.map_or(SlotRecord::vacant(slot), |v| v.value);
         let next = rules::acquire(&rec, owner, now, terms(), floor_at_least);
@@ -1025,7 +999,7 @@ mod tests {
         let req = request();
         let first = client.acquire(&req).unwrap();
         client.release(&first.lease, Some(1_000)).unwrap();
-        plant_lease(&store, 2, &req.owner);
+        plant_lease(&*store, 2, &req.owner);
         let again = client.acquire(&req).unwrap();
         assert!(again.lease.slot < 2, "{:?}", again.lease);
         assert_ne!(again.choice, Choice::Own);
@@ -1058,7 +1032,7 @@ mod tests {
     /// Starter "a" acquires on a namespace of 1024 slots on `store`, after first taking a slot
     /// if `retry_own` (and then asking again, as a retry whose reply was lost does), its next
     /// slot compare-and-set losing a race: it must take the pick of its second attempt.
-    fn check_the_pick_after_a_lost_race(store: Arc<Faulty>, retry_own: bool) {
+    fn check_the_pick_after_a_lost_race(store: Arc<Hooked<Faulty>>, retry_own: bool) {
         let client = LeaseClient::new(store.clone() as SharedStore, "ns", 10, terms()).unwrap();
         let req = AcquireRequest {
             owner: Owner {
@@ -1089,7 +1063,7 @@ mod tests {
     /// (spread wider, and elsewhere than the slot it just lost), not its first pick again.
     #[test]
     fn a_starter_that_lost_a_race_picks_for_its_next_attempt() {
-        check_the_pick_after_a_lost_race(Arc::new(Faulty::new()), false);
+        check_the_pick_after_a_lost_race(Faulty::new().store(), false);
     }
 
     /// The same when the race is lost renewing the asker's own slot (a retry of an acquisition
@@ -1100,7 +1074,7 @@ mod tests {
             taker: Some(Owner::new("b")),
             ..Faulty::new()
         };
-        check_the_pick_after_a_lost_race(Arc::new(store), true);
+        check_the_pick_after_a_lost_race(store.store(), true);
     }
 
     /// `cosid migrate` on a namespace of 4 slots: slot 0's lease expired, slot 1 is held with a
@@ -1115,10 +1089,10 @@ mod tests {
         let first = client.acquire(&request()).unwrap().lease;
         client.release(&first, None).unwrap();
         let not_before = 50_000;
-        plant_lease(&store, 0, &Owner::new("expired"));
+        plant_lease(&*store, 0, &Owner::new("expired"));
         clock.advance(std::time::Duration::from_secs(5));
-        plant_lease(&store, 1, &Owner::new("below"));
-        plant_lease_above(&store, 2, &Owner::new("at"), not_before);
+        plant_lease(&*store, 1, &Owner::new("below"));
+        plant_lease_above(&*store, 2, &Owner::new("at"), not_before);
         let migration = LeaseClient::raise_not_before(&store, "ns", not_before).unwrap();
         assert_eq!(migration.held_below, vec![(1, "below".to_string())]);
         let unused = store.read_slot("ns", 3).unwrap().1.unwrap().value;
@@ -1127,41 +1101,31 @@ mod tests {
 
     #[test]
     fn a_namespace_created_on_a_young_server_starts_above_every_ceiling_it_could_have_lost() {
-        let terms = Terms {
-            ttl_ms: 30_000,
-            tolerance_ms: 1_000,
-        };
         let open = |started_at: Option<i64>, guard: bool| {
-            let store = Faulty {
+            let faulty = Faulty {
                 started_at,
                 ..Faulty::new()
             };
-            let now = crate::clock::Clock::now_ms(&*store.clock);
-            let client = LeaseClient::new(Arc::new(store), "ns", 2, terms).unwrap();
+            let now = crate::clock::Clock::now_ms(&*faulty.clock);
+            let client = faulty.client();
             let client = if guard {
                 client.with_restart_guard()
             } else {
                 client
             };
             let ns = client.open_namespace().unwrap();
-            let lease = client
-                .acquire(&AcquireRequest {
-                    owner: Owner::new("new"),
-                    preferred_slot: None,
-                    floor_at_least: 0,
-                })
-                .unwrap()
-                .lease;
+            let lease = client.acquire(&request()).unwrap().lease;
             (now, ns.not_before_ms, lease)
         };
-        // Started 5 s ago: a lost ceiling may reach start + ttl + tolerance.
-        let (now, not_before, lease) = open(Some(1_000 - 5_000), true);
-        assert_eq!(not_before, now - 5_000 + 31_000);
+        let longest = terms().ttl_ms + terms().tolerance_ms;
+        // Started 500 ms ago: a lost ceiling may reach start + ttl + tolerance.
+        let (now, not_before, lease) = open(Some(1_000 - 500), true);
+        assert_eq!(not_before, now - 500 + longest);
         assert_eq!(lease.floor, not_before, "{lease:?}");
         // The same server without the guard, a server older than ttl + tolerance, and a
         // store that cannot tell: nothing to wait for.
         for (started_at, guard) in [
-            (Some(-4_000), false),
+            (Some(1_000 - 500), false),
             (Some(1_000 - 31_000), true),
             (None, true),
         ] {

@@ -444,9 +444,10 @@ mod tests {
     use super::*;
     use crate::clock::{Clock, ManualClock};
     use crate::generator::Generator;
-    use crate::lease::{AcquireRequest, NamespaceRecord, SlotRecord, Terms, Versioned};
+    use crate::lease::{AcquireRequest, Terms};
+    use crate::store::hooked::{Call, Hook, Hooked, Reply};
     use crate::store::memory::MemoryStore;
-    use crate::store::{NamespaceSnapshot, SharedStore, SlotStore};
+    use crate::store::{SharedStore, SlotStore};
     use std::sync::atomic::{AtomicBool, Ordering};
 
     const T0: i64 = 1_800_000_000_000;
@@ -458,7 +459,6 @@ mod tests {
 
     #[derive(Debug)]
     struct Outage {
-        inner: Arc<MemoryStore>,
         down: AtomicBool,
         /// The local clock, and how long (ms) each call takes on it after the store read its
         /// clock (a SQLite store waiting for its file lock, say).
@@ -503,45 +503,22 @@ mod tests {
         }
     }
 
-    impl SlotStore for Outage {
-        fn describe(&self) -> String {
+    impl Hook for Outage {
+        fn call(&self, inner: &dyn SlotStore, call: Call<'_>) -> Result<Reply> {
+            self.check()?;
+            self.took(call.on(inner))
+        }
+
+        fn describe(&self, _: &dyn SlotStore) -> String {
             "outage:".into()
-        }
-        fn snapshot(&self, ns: &str) -> Result<NamespaceSnapshot> {
-            self.check()?;
-            self.took(self.inner.snapshot(ns))
-        }
-        fn cas_namespace(
-            &self,
-            ns: &str,
-            e: Option<u64>,
-            r: &NamespaceRecord,
-        ) -> Result<Option<u64>> {
-            self.check()?;
-            self.took(self.inner.cas_namespace(ns, e, r))
-        }
-        fn read_slot(&self, ns: &str, slot: u32) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
-            self.check()?;
-            self.took(self.inner.read_slot(ns, slot))
-        }
-        fn cas_slot(&self, ns: &str, e: Option<u64>, r: &SlotRecord) -> Result<Option<u64>> {
-            self.check()?;
-            self.took(self.inner.cas_slot(ns, e, r))
-        }
-        fn cas_slot_timed(
-            &self,
-            ns: &str,
-            e: Option<u64>,
-            r: &SlotRecord,
-        ) -> Result<Option<crate::store::Written>> {
-            self.check()?;
-            self.took(self.inner.cas_slot_timed(ns, e, r))
         }
     }
 
     struct Rig {
         clock: Arc<ManualClock>,
-        store: Arc<Outage>,
+        store: Arc<Hooked<Outage>>,
+        /// The memory store behind `store`.
+        memory: Arc<MemoryStore>,
         window: Arc<Window>,
         events: Arc<Mutex<Vec<Event>>>,
         /// The monotonic time of each event in `events`.
@@ -555,15 +532,19 @@ mod tests {
             Some(c) => c,
             None => clock.clone(),
         };
+        let memory = MemoryStore::new(sc);
         Rig {
-            store: Arc::new(Outage {
-                inner: MemoryStore::new(sc),
-                down: AtomicBool::new(false),
-                local: clock.clone(),
-                slow_ms: Default::default(),
-                stalled: Mutex::new((false, 0)),
-                unstalled: Default::default(),
-            }),
+            store: Hooked::new(
+                memory.clone(),
+                Outage {
+                    down: AtomicBool::new(false),
+                    local: clock.clone(),
+                    slow_ms: Default::default(),
+                    stalled: Mutex::new((false, 0)),
+                    unstalled: Default::default(),
+                },
+            ),
+            memory,
             clock,
             window: Arc::new(Window::new()),
             events: Arc::default(),
@@ -721,7 +702,7 @@ mod tests {
         let r = rig(None);
         let k = r.start(2, "a", TTL).unwrap();
         let old = k.lease().unwrap();
-        r.store.inner.wipe();
+        r.memory.wipe();
         r.clock.advance(TTL / 3);
         k.tick();
         let names = r.names();
@@ -864,36 +845,23 @@ mod tests {
 
     #[test]
     fn a_permanent_store_error_fails_start_up_at_once() {
+        /// Every write fails as SQLite's does on a read-only file.
         #[derive(Debug)]
-        struct ReadOnly(Arc<MemoryStore>);
-        impl SlotStore for ReadOnly {
-            fn describe(&self) -> String {
+        struct ReadOnly;
+        impl Hook for ReadOnly {
+            fn call(&self, inner: &dyn SlotStore, call: Call<'_>) -> Result<Reply> {
+                match call {
+                    Call::Snapshot { .. } | Call::ReadSlot { .. } => call.on(inner),
+                    _ => Err(Error::store("attempt to write a readonly database").permanent()),
+                }
+            }
+
+            fn describe(&self, _: &dyn SlotStore) -> String {
                 "read-only:".into()
-            }
-            fn snapshot(&self, ns: &str) -> Result<NamespaceSnapshot> {
-                self.0.snapshot(ns)
-            }
-            fn cas_namespace(
-                &self,
-                _: &str,
-                _: Option<u64>,
-                _: &NamespaceRecord,
-            ) -> Result<Option<u64>> {
-                Err(Error::store("attempt to write a readonly database").permanent())
-            }
-            fn read_slot(
-                &self,
-                ns: &str,
-                slot: u32,
-            ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
-                self.0.read_slot(ns, slot)
-            }
-            fn cas_slot(&self, _: &str, _: Option<u64>, _: &SlotRecord) -> Result<Option<u64>> {
-                Err(Error::store("attempt to write a readonly database").permanent())
             }
         }
         let clock = ManualClock::shared(T0);
-        let store: SharedStore = Arc::new(ReadOnly(MemoryStore::new(clock.clone())));
+        let store: SharedStore = Hooked::new(MemoryStore::new(clock.clone()), ReadOnly);
         let e = LeaseKeeper::start_standalone(
             LeaseClient::new(store, "k", 2, TERMS).unwrap(),
             Arc::new(Window::new()),

@@ -29,6 +29,8 @@ mod blocking;
 mod codec;
 #[cfg(feature = "etcd")]
 pub mod etcd;
+#[doc(hidden)]
+pub mod hooked;
 pub mod memory;
 #[cfg(feature = "mysql")]
 pub mod mysql;

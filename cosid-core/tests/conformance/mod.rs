@@ -43,7 +43,8 @@ use cosid_core::lease::{
     rules, AcquireRequest, Acquisition, Choice, LeaseClient, NamespaceRecord, Owner, Refusal,
     Renewal, SlotLease, SlotRecord, Terms, Versioned,
 };
-use cosid_core::store::{NamespaceSnapshot, SharedStore, SlotStore, StoreUrl, Written};
+use cosid_core::store::hooked::{Call, Hook, Hooked, Reply};
+use cosid_core::store::{SharedStore, SlotStore, StoreUrl};
 use cosid_core::{Clock, ErrorKind, Layout, ManualClock, TimeUnit};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -113,6 +114,38 @@ macro_rules! conformance_suite {
                 $crate::conformance::$case(&open);
             }
         )+
+    };
+}
+
+/// The operation timeout of the suite on a network store. The suite runs up to 1024 acquirers on
+/// a handful of handles at once on a two-core machine: a generous bound keeps a loaded machine
+/// from failing it (the bound is about hangs, not speed; the fault tests use short ones).
+pub const SUITE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// For a network store type `$store` (one with `open_with_timeout`): defines `open(url, timeout)`,
+/// the store on `url` with `timeout` on every operation, and `shared()`, a handle on the store at
+/// the URL `$shared_url` gives with [`SUITE_TIMEOUT`], and runs the conformance suite on
+/// `shared()`.
+#[macro_export]
+macro_rules! network_conformance_suite {
+    ($store:ty, $shared_url:expr) => {
+        /// Opens the store on `url` with `timeout` on every operation.
+        fn open(
+            url: &str,
+            timeout: ::std::time::Duration,
+        ) -> ::cosid_core::Result<::cosid_core::store::SharedStore> {
+            Ok(<$store>::open_with_timeout(
+                &::cosid_core::store::StoreUrl::parse(url)?,
+                timeout,
+            )?)
+        }
+
+        /// A handle on the store the conformance suite runs on.
+        fn shared() -> ::cosid_core::store::SharedStore {
+            open(&$shared_url, $crate::conformance::SUITE_TIMEOUT).expect("the store opens")
+        }
+
+        $crate::conformance_suite!(shared());
     };
 }
 
@@ -195,10 +228,9 @@ fn held(owner: &Owner, slot: u32, fence: u64) -> SlotRecord {
 
 /// The store under test, counting the primitives called through it: each is one round trip to
 /// a network store (one transaction on SQLite). Every call goes to the real store unchanged.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Counting {
-    inner: SharedStore,
-    /// snapshot, cas_namespace, read_slot, cas_slot, cas_slot_timed.
+    /// One count per primitive, in the order of `Call::NAMES`.
     calls: [AtomicU64; 5],
 }
 
@@ -221,11 +253,8 @@ impl Calls {
 
 impl Counting {
     /// `inner`, counted.
-    pub fn wrap(inner: SharedStore) -> Arc<Counting> {
-        Arc::new(Counting {
-            inner,
-            calls: Default::default(),
-        })
+    pub fn wrap(inner: SharedStore) -> Arc<Hooked<Counting>> {
+        Hooked::new(inner, Counting::default())
     }
 
     /// The calls since the last `take`, and a fresh count.
@@ -239,55 +268,35 @@ impl Counting {
             cas_slot_timed: n(4),
         }
     }
+}
 
-    fn count(&self, i: usize) {
-        self.calls[i].fetch_add(1, Ordering::SeqCst);
+impl Hook for Counting {
+    fn call(&self, inner: &dyn SlotStore, call: Call<'_>) -> cosid_core::Result<Reply> {
+        self.calls[call.index()].fetch_add(1, Ordering::SeqCst);
+        call.on(inner)
     }
 }
 
-impl SlotStore for Counting {
-    fn describe(&self) -> String {
-        self.inner.describe()
+/// Renewing `lease` is refused because the store no longer has it (`Refusal::Vanished`): a
+/// store that lost its data or its file.
+pub fn check_renewal_vanished(c: &LeaseClient, lease: &SlotLease) {
+    match c.renew(lease).unwrap() {
+        Renewal::Lost(refusal) => assert_eq!(refusal, Refusal::Vanished),
+        Renewal::Renewed(l) => panic!("renewed a lease the store no longer has: {l:?}"),
     }
-    fn snapshot(&self, namespace: &str) -> cosid_core::Result<NamespaceSnapshot> {
-        self.count(0);
-        self.inner.snapshot(namespace)
-    }
-    fn cas_namespace(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &NamespaceRecord,
-    ) -> cosid_core::Result<Option<u64>> {
-        self.count(1);
-        self.inner.cas_namespace(namespace, expected, record)
-    }
-    fn read_slot(
-        &self,
-        namespace: &str,
-        slot: u32,
-    ) -> cosid_core::Result<(i64, Option<Versioned<SlotRecord>>)> {
-        self.count(2);
-        self.inner.read_slot(namespace, slot)
-    }
-    fn cas_slot(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> cosid_core::Result<Option<u64>> {
-        self.count(3);
-        self.inner.cas_slot(namespace, expected, record)
-    }
-    fn cas_slot_timed(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> cosid_core::Result<Option<Written>> {
-        self.count(4);
-        self.inner.cas_slot_timed(namespace, expected, record)
-    }
+}
+
+/// `lease`'s owner acquires again as its keeper does after a loss: with a floor at or above the
+/// highest ceiling it was granted, `lease`'s.
+pub fn reacquire_above(c: &LeaseClient, lease: &SlotLease) -> SlotLease {
+    acquire_with(
+        c,
+        AcquireRequest {
+            floor_at_least: lease.ceiling,
+            ..request(&lease.owner)
+        },
+    )
+    .lease
 }
 
 /// The store's clock now, read through `store` (for an estimate a test passes to

@@ -1,11 +1,12 @@
-//! Fault tests shared by the network stores (Redis, PostgreSQL, etcd), each run against a real
+//! Fault tests shared by the network stores (Redis, PostgreSQL, etcd, MySQL), each run against a real
 //! server that `cosid-testkit` starts: the server stopped during renewals and started again,
 //! restarted empty (with the restart guard), a namespace created by 32 runtimes at once, 1024 owners acquiring at once,
 //! and credentials kept out of every message.
 //!
 //! `network_faults!(open_fn, new_server_fn, shared_url_fn, password_url_fn)` expands to one
-//! `#[test]` per case. No test asserts on timing: waits are bounded retries that fail the test
-//! with the last error when they run out.
+//! `#[test]` per case; `network_store_tests!` to those and the conformance suite of one store.
+//! No test asserts on timing: waits are bounded retries that fail the test with the last error
+//! when they run out.
 
 #![allow(dead_code)]
 
@@ -55,6 +56,20 @@ macro_rules! network_faults {
                 $crate::network::$case(&ctx);
             }
         )+
+    };
+}
+
+/// The conformance suite and the fault tests of one network store: `$store` opened on URLs
+/// ([`network_conformance_suite!`]), `$server` starting a server of a test's own, `$shared_url`
+/// the binary's shared server, and `$user` the user a password URL names (with [`SECRET`]).
+#[macro_export]
+macro_rules! network_store_tests {
+    ($store:ty, $server:expr, $shared_url:path, $user:expr) => {
+        $crate::network_conformance_suite!($store, $shared_url());
+
+        $crate::network_faults!(open, $server, $shared_url, |url| {
+            $crate::network::with_user(url, $user)
+        });
     };
 }
 

@@ -27,11 +27,10 @@
 
 use cosid_core::clock::{Clock, ManualClock, SharedClock};
 use cosid_core::lease::invariants::{Checker, Holder, Invariant, Step};
-use cosid_core::lease::{
-    KeeperConfig, LeaseClient, LeaseKeeper, NamespaceRecord, Owner, SlotRecord, Terms, Versioned,
-};
+use cosid_core::lease::{KeeperConfig, LeaseClient, LeaseKeeper, Owner, SlotRecord, Terms};
+use cosid_core::store::hooked::{Call, Hook, Hooked, Reply};
 use cosid_core::store::memory::MemoryStore;
-use cosid_core::store::{NamespaceSnapshot, SharedStore, SlotStore, Written};
+use cosid_core::store::{SharedStore, SlotStore, Written};
 use cosid_core::{Generator, Layout, TryNext, Window};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -79,7 +78,6 @@ impl Rng {
 /// read the slot about once per ttl.
 #[derive(Debug)]
 struct Recorder {
-    inner: SharedStore,
     written: Mutex<Vec<SlotRecord>>,
     clockless: bool,
     /// Renewals and releases written by one compare-and-set against the version the holder
@@ -90,62 +88,47 @@ struct Recorder {
     after_read: Mutex<bool>,
 }
 
-impl SlotStore for Recorder {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn snapshot(&self, namespace: &str) -> cosid_core::Result<NamespaceSnapshot> {
-        self.inner.snapshot(namespace)
-    }
-    fn cas_namespace(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &NamespaceRecord,
-    ) -> cosid_core::Result<Option<u64>> {
-        self.inner.cas_namespace(namespace, expected, record)
-    }
-    fn read_slot(
-        &self,
-        namespace: &str,
-        slot: u32,
-    ) -> cosid_core::Result<(i64, Option<Versioned<SlotRecord>>)> {
-        *self.after_read.lock().unwrap() = true;
-        self.inner.read_slot(namespace, slot)
-    }
-    fn cas_slot(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> cosid_core::Result<Option<u64>> {
-        let after_read = std::mem::take(&mut *self.after_read.lock().unwrap());
-        let written = self.inner.cas_slot(namespace, expected, record)?;
-        if written.is_some() {
-            // A release (no owner) written without reading the slot first.
-            if !after_read && record.owner.is_none() {
-                *self.one_trip.lock().unwrap() += 1;
+impl Hook for Recorder {
+    fn call(&self, inner: &dyn SlotStore, call: Call<'_>) -> cosid_core::Result<Reply> {
+        match call {
+            Call::ReadSlot { .. } => {
+                *self.after_read.lock().unwrap() = true;
+                call.on(inner)
             }
-            self.written.lock().unwrap().push(record.clone());
+            Call::CasSlot {
+                namespace,
+                expected,
+                record,
+            } => {
+                let after_read = std::mem::take(&mut *self.after_read.lock().unwrap());
+                let written = inner.cas_slot(namespace, expected, record)?;
+                if written.is_some() {
+                    // A release (no owner) written without reading the slot first.
+                    if !after_read && record.owner.is_none() {
+                        *self.one_trip.lock().unwrap() += 1;
+                    }
+                    self.written.lock().unwrap().push(record.clone());
+                }
+                Ok(Reply::Version(written))
+            }
+            Call::CasSlotTimed {
+                namespace,
+                expected,
+                record,
+            } => {
+                *self.after_read.lock().unwrap() = false;
+                let written = inner.cas_slot_timed(namespace, expected, record)?;
+                if written.is_some() {
+                    *self.one_trip.lock().unwrap() += 1;
+                    self.written.lock().unwrap().push(record.clone());
+                }
+                Ok(Reply::Written(written.map(|w| Written {
+                    store_now: if self.clockless { None } else { w.store_now },
+                    ..w
+                })))
+            }
+            Call::Snapshot { .. } | Call::CasNamespace { .. } => call.on(inner),
         }
-        Ok(written)
-    }
-    fn cas_slot_timed(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> cosid_core::Result<Option<Written>> {
-        *self.after_read.lock().unwrap() = false;
-        let written = self.inner.cas_slot_timed(namespace, expected, record)?;
-        if written.is_some() {
-            *self.one_trip.lock().unwrap() += 1;
-            self.written.lock().unwrap().push(record.clone());
-        }
-        Ok(written.map(|w| Written {
-            store_now: if self.clockless { None } else { w.store_now },
-            ..w
-        }))
     }
 }
 
@@ -194,7 +177,7 @@ struct Sim {
     rng: Rng,
     layout: Layout,
     store: SharedStore,
-    recorder: Arc<Recorder>,
+    recorder: Arc<Hooked<Recorder>>,
     store_clock: Arc<ManualClock>,
     bits: u8,
     terms: Terms,
@@ -224,13 +207,15 @@ impl Sim {
             Layout::SAFE_JS_SECONDS,
         ][rng.below(4) as usize];
         let store_clock = ManualClock::shared(T0);
-        let recorder = Arc::new(Recorder {
-            inner: MemoryStore::new(store_clock.clone() as SharedClock),
-            written: Mutex::new(Vec::new()),
-            clockless: seed % 4 == 3,
-            one_trip: Mutex::new(0),
-            after_read: Mutex::new(false),
-        });
+        let recorder = Hooked::new(
+            MemoryStore::new(store_clock.clone() as SharedClock),
+            Recorder {
+                written: Mutex::new(Vec::new()),
+                clockless: seed % 4 == 3,
+                one_trip: Mutex::new(0),
+                after_read: Mutex::new(false),
+            },
+        );
         let bits = 1 + rng.below(2) as u8;
         let terms = Terms {
             ttl_ms: 200 + rng.below(1800) as i64,

@@ -1,0 +1,242 @@
+//! A store wrapper for tests and benchmarks: every primitive goes through one hook, which may
+//! count it, record it, delay it, fail it, or pass it to the wrapped store unchanged
+//! (`call.on(inner)`). The counting store of the benchmarks, the recording store of the
+//! simulation and the fault injectors of the tests are each a [`Hook`], so no one of them
+//! re-implements the [`SlotStore`] trait just to forward. Not a stable API.
+
+use super::{NamespaceSnapshot, SharedStore, SlotStore, Written};
+use crate::error::Result;
+use crate::lease::{NamespaceRecord, SlotRecord, Versioned};
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+/// One call of a store primitive, with its arguments (`describe` is [`Hook::describe`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Call<'a> {
+    /// [`SlotStore::snapshot`].
+    Snapshot { namespace: &'a str },
+    /// [`SlotStore::cas_namespace`].
+    CasNamespace {
+        namespace: &'a str,
+        expected: Option<u64>,
+        record: &'a NamespaceRecord,
+    },
+    /// [`SlotStore::read_slot`].
+    ReadSlot { namespace: &'a str, slot: u32 },
+    /// [`SlotStore::cas_slot`].
+    CasSlot {
+        namespace: &'a str,
+        expected: Option<u64>,
+        record: &'a SlotRecord,
+    },
+    /// [`SlotStore::cas_slot_timed`].
+    CasSlotTimed {
+        namespace: &'a str,
+        expected: Option<u64>,
+        record: &'a SlotRecord,
+    },
+}
+
+/// What a primitive returned, one variant per return type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Of `snapshot`.
+    Snapshot(NamespaceSnapshot),
+    /// Of `cas_namespace` and `cas_slot`: the new version, `None` when nothing was written. Also
+    /// a valid answer to `cas_slot_timed`: written without reading the store's clock, as the
+    /// trait's provided `cas_slot_timed` reports it.
+    Version(Option<u64>),
+    /// Of `read_slot`: the store's clock and the slot's record.
+    Slot(i64, Option<Versioned<SlotRecord>>),
+    /// Of `cas_slot_timed`.
+    Written(Option<Written>),
+}
+
+impl Call<'_> {
+    /// Makes this call on `store`.
+    pub fn on(self, store: &dyn SlotStore) -> Result<Reply> {
+        Ok(match self {
+            Call::Snapshot { namespace } => Reply::Snapshot(store.snapshot(namespace)?),
+            Call::CasNamespace {
+                namespace,
+                expected,
+                record,
+            } => Reply::Version(store.cas_namespace(namespace, expected, record)?),
+            Call::ReadSlot { namespace, slot } => {
+                let (now, record) = store.read_slot(namespace, slot)?;
+                Reply::Slot(now, record)
+            }
+            Call::CasSlot {
+                namespace,
+                expected,
+                record,
+            } => Reply::Version(store.cas_slot(namespace, expected, record)?),
+            Call::CasSlotTimed {
+                namespace,
+                expected,
+                record,
+            } => Reply::Written(store.cas_slot_timed(namespace, expected, record)?),
+        })
+    }
+
+    /// The primitives' names, as the trait spells them, in the order of [`Call::index`].
+    pub const NAMES: [&'static str; 5] = [
+        "snapshot",
+        "cas_namespace",
+        "read_slot",
+        "cas_slot",
+        "cas_slot_timed",
+    ];
+
+    /// The primitive's place in [`Call::NAMES`] (for a table of counts, say).
+    pub fn index(&self) -> usize {
+        match self {
+            Call::Snapshot { .. } => 0,
+            Call::CasNamespace { .. } => 1,
+            Call::ReadSlot { .. } => 2,
+            Call::CasSlot { .. } => 3,
+            Call::CasSlotTimed { .. } => 4,
+        }
+    }
+
+    /// The primitive's name, as the trait spells it.
+    pub fn name(&self) -> &'static str {
+        Self::NAMES[self.index()]
+    }
+}
+
+/// What a [`Hooked`] store does with each call.
+pub trait Hook: Send + Sync + fmt::Debug {
+    /// Answers `call` for the store wrapping `inner` (`call.on(inner)` passes it on unchanged).
+    fn call(&self, inner: &dyn SlotStore, call: Call<'_>) -> Result<Reply>;
+
+    /// The wrapping store's [`SlotStore::describe`]: by default the wrapped store's.
+    fn describe(&self, inner: &dyn SlotStore) -> String {
+        inner.describe()
+    }
+
+    /// The wrapping store's [`SlotStore::started_at`]: by default the wrapped store's.
+    fn started_at(&self, inner: &dyn SlotStore, namespace: &str) -> Result<Option<i64>> {
+        inner.started_at(namespace)
+    }
+}
+
+/// `inner` behind `hook`. Derefs to the hook, so a test reaches the hook's switches and counts
+/// through the store handle.
+#[derive(Debug)]
+pub struct Hooked<H> {
+    /// The wrapped store.
+    pub inner: SharedStore,
+    /// What every call goes through.
+    pub hook: H,
+}
+
+impl<H: Hook> Hooked<H> {
+    /// `inner` behind `hook`.
+    pub fn new(inner: SharedStore, hook: H) -> Arc<Hooked<H>> {
+        Arc::new(Hooked { inner, hook })
+    }
+
+    fn call(&self, call: Call<'_>) -> Result<Reply> {
+        self.hook.call(&*self.inner, call)
+    }
+
+    /// The new version a compare-and-set `call` (of a namespace or a slot) wrote.
+    fn version(&self, call: Call<'_>) -> Result<Option<u64>> {
+        match self.call(call)? {
+            Reply::Version(version) => Ok(version),
+            other => mismatched(call, other),
+        }
+    }
+}
+
+impl<H> Deref for Hooked<H> {
+    type Target = H;
+
+    fn deref(&self) -> &H {
+        &self.hook
+    }
+}
+
+/// A hook that answered a call with another primitive's reply: a bug in the test.
+fn mismatched(call: Call<'_>, reply: Reply) -> ! {
+    panic!("a store hook answered {call:?} with {reply:?}")
+}
+
+impl<H: Hook> SlotStore for Hooked<H> {
+    fn describe(&self) -> String {
+        self.hook.describe(&*self.inner)
+    }
+
+    fn started_at(&self, namespace: &str) -> Result<Option<i64>> {
+        self.hook.started_at(&*self.inner, namespace)
+    }
+
+    fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
+        let call = Call::Snapshot { namespace };
+        match self.call(call)? {
+            Reply::Snapshot(snapshot) => Ok(snapshot),
+            other => mismatched(call, other),
+        }
+    }
+
+    fn cas_namespace(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &NamespaceRecord,
+    ) -> Result<Option<u64>> {
+        self.version(Call::CasNamespace {
+            namespace,
+            expected,
+            record,
+        })
+    }
+
+    fn read_slot(
+        &self,
+        namespace: &str,
+        slot: u32,
+    ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+        let call = Call::ReadSlot { namespace, slot };
+        match self.call(call)? {
+            Reply::Slot(now, record) => Ok((now, record)),
+            other => mismatched(call, other),
+        }
+    }
+
+    fn cas_slot(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &SlotRecord,
+    ) -> Result<Option<u64>> {
+        self.version(Call::CasSlot {
+            namespace,
+            expected,
+            record,
+        })
+    }
+
+    fn cas_slot_timed(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        record: &SlotRecord,
+    ) -> Result<Option<Written>> {
+        let call = Call::CasSlotTimed {
+            namespace,
+            expected,
+            record,
+        };
+        match self.call(call)? {
+            Reply::Written(written) => Ok(written),
+            Reply::Version(version) => Ok(version.map(|version| Written {
+                version,
+                store_now: None,
+            })),
+            other => mismatched(call, other),
+        }
+    }
+}
