@@ -760,11 +760,47 @@ fn make_certificates(dir: &Path, owner: Option<(u32, u32)>) -> PathBuf {
     tls.join("ca.pem")
 }
 
+/// A loopback port nothing listens on, for a server about to start.
+///
+/// Taken *below* the kernel's ephemeral range (`net.ipv4.ip_local_port_range`), never from it:
+/// a port of that range that is free now can be handed to any outgoing connection (the tests
+/// open thousands) before the server binds it, and the server then dies with "Address already
+/// in use". Below the range only another listener can take it, so the candidates start at a
+/// point drawn from the process id and the clock (test programs run side by side) and no port
+/// is handed out twice by one process. Falls back to the kernel's choice when the range leaves
+/// no room below it.
 fn free_port() -> u16 {
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    const LOWEST: u32 = 15000;
+    let below = ephemeral_low().saturating_sub(1);
+    if below > LOWEST + 1000 {
+        let span = below - LOWEST;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let start = (std::process::id().wrapping_mul(2_654_435_761) ^ nanos) % span;
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        for i in 0..span {
+            let port = (LOWEST + (start + i * 7919) % span) as u16;
+            if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                given.push(port);
+                return port;
+            }
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("cosid-testkit: no free loopback port")
+}
+
+/// The first port of the kernel's ephemeral range (32768 when it cannot be read).
+fn ephemeral_low() -> u32 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768)
 }
 
 fn exchange(port: u16, request: &[u8]) -> Option<String> {

@@ -36,7 +36,40 @@ for _cand in (
         break
 
 
+_GIVEN_PORTS: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
+    """A loopback port nothing listens on, for a server about to start.
+
+    Taken below the kernel's ephemeral range, never from it: a port of that range that is free
+    now can go to any outgoing connection (the clients open many) before the server binds it,
+    and the server then dies with "Address already in use". Below the range only another
+    listener can take it; no port is handed out twice by one harness.
+    """
+    lowest, below = 15000, _ephemeral_low() - 1
+    if below > lowest + 1000:
+        span = below - lowest
+        start = (os.getpid() * 2654435761 ^ time.time_ns()) % span
+        for i in range(span):
+            port = lowest + (start + i * 7919) % span
+            if port in _GIVEN_PORTS:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _GIVEN_PORTS.add(port)
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
