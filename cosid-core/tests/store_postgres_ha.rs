@@ -20,7 +20,7 @@
 mod conformance;
 
 use conformance::{acquire, client, unique_namespace, LONG};
-use cosid_core::lease::invariants::{self, Holder, Invariant, Step};
+use cosid_core::lease::invariants::{self, Invariant, Step};
 use cosid_core::lease::{Owner, Renewal, SlotLease, SlotRecord, Terms};
 use cosid_core::store::postgres::PostgresStore;
 use cosid_core::store::SharedStore;
@@ -87,14 +87,6 @@ fn acquire_eventually(
     eventually(&what, 300, || c.acquire(&conformance::request(&owner))).lease
 }
 
-fn grant(lease: &SlotLease) -> Step {
-    Step::Granted {
-        holder: Holder::of_lease(lease),
-        floor: lease.floor,
-        ceiling: lease.ceiling,
-    }
-}
-
 /// Where the failover test is: 0 before the crash, 1 crashed, 2 promoted.
 struct Phase(AtomicUsize);
 
@@ -128,7 +120,7 @@ fn holder(
     let store = open(&url, Duration::from_secs(2)).expect("open");
     let c = client(&store, &ns, 3, LONG);
     let mut lease = acquire(&c, &Owner::new(name.clone())).lease;
-    trace.lock().unwrap().push(grant(&lease));
+    trace.lock().unwrap().push(Step::of_lease(&lease));
     let mut seen = Seen::default();
     let deadline = Instant::now() + Duration::from_secs(300);
     while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
@@ -141,7 +133,7 @@ fn holder(
                     "{name} renews"
                 );
                 assert!(l.ceiling >= lease.ceiling, "{name}: the ceiling went down");
-                trace.lock().unwrap().push(grant(&l));
+                trace.lock().unwrap().push(Step::of_lease(&l));
                 lease = l;
                 match at {
                     RUNNING => {
@@ -350,9 +342,9 @@ fn failover_to_a_synchronous_standby_keeps_acknowledged_writes_and_windows_disjo
     assert_eq!(slots.len(), 5, "five holders, five slots");
 
     let mut all = trace.lock().unwrap().clone();
-    all.extend(short_grants.iter().map(grant));
-    all.push(grant(&newcomer));
-    all.push(grant(&late));
+    all.extend(short_grants.iter().map(Step::of_lease));
+    all.push(Step::of_lease(&newcomer));
+    all.push(Step::of_lease(&late));
     // The short slot is on another namespace: check it on its own, with its own grants in order.
     let (short_trace, main_trace): (Vec<Step>, Vec<Step>) = all.into_iter().partition(|s| {
         matches!(s, Step::Granted { holder, .. } if holder.incarnation == short_last.owner.incarnation
@@ -537,7 +529,11 @@ fn without_synchronous_replication_a_failover_loses_acknowledged_renewals_and_wi
          {newcomer:?}",
         lease.ceiling
     );
-    let trace: Vec<Step> = grants.iter().chain([&newcomer]).map(grant).collect();
+    let trace: Vec<Step> = grants
+        .iter()
+        .chain([&newcomer])
+        .map(Step::of_lease)
+        .collect();
     let v = invariants::disjoint_windows(&trace).expect_err("the windows overlap");
     assert_eq!(v.invariant, Invariant::DisjointWindows, "{v}");
 }

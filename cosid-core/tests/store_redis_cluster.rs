@@ -43,14 +43,6 @@ network_conformance_suite!(
     cosid_testkit::redis_cluster::shared_redis_cluster_url()
 );
 
-fn grant(l: &SlotLease) -> Step {
-    Step::Granted {
-        holder: Holder::of_lease(l),
-        floor: l.floor,
-        ceiling: l.ceiling,
-    }
-}
-
 /// Waits (bounded by [`BOUND`]) until `done` holds.
 fn wait_for(what: &str, done: impl Fn() -> bool) {
     let deadline = Instant::now() + BOUND;
@@ -100,18 +92,18 @@ fn a_namespace_works_while_its_slot_migrates_through_ask_then_moved() {
     let c = client(&store, &ns, 3, LONG);
     let mut trace = Vec::new();
     let first = acquire(&c, &Owner::new("first")).lease;
-    trace.push(grant(&first));
+    trace.push(Step::of_lease(&first));
 
     let m = cluster.begin_migration(slot);
     // The keys are still on the owner: it serves them, no redirection.
     let asks = cluster.redirections(m.from, "ASK");
     let first = renewed(&c, &first);
-    trace.push(grant(&first));
+    trace.push(Step::of_lease(&first));
     assert_eq!(cluster.redirections(m.from, "ASK"), asks);
 
     assert!(cluster.move_keys(&m) >= 3, "the namespace's keys move");
     let first = renewed(&c, &first);
-    trace.push(grant(&first));
+    trace.push(Step::of_lease(&first));
     let after_one = cluster.redirections(m.from, "ASK");
     assert!(after_one > asks, "the owner answered ASK");
     assert!(
@@ -120,9 +112,9 @@ fn a_namespace_works_while_its_slot_migrates_through_ask_then_moved() {
     );
     // An ASK does not change the owner: the next calls ask the owner again.
     let second = acquire(&c, &Owner::new("second")).lease;
-    trace.push(grant(&second));
+    trace.push(Step::of_lease(&second));
     let second = renewed(&c, &second);
-    trace.push(grant(&second));
+    trace.push(Step::of_lease(&second));
     assert!(c.release(&second, Some(second.floor)).expect("release"));
     trace.push(Step::Released {
         holder: Holder::of_lease(&second),
@@ -141,7 +133,7 @@ fn a_namespace_works_while_its_slot_migrates_through_ask_then_moved() {
     cluster.finish_migration(&m);
     let moved = cluster.redirections(m.from, "MOVED");
     let first = renewed(&c, &first);
-    trace.push(grant(&first));
+    trace.push(Step::of_lease(&first));
     assert_eq!(
         cluster.redirections(m.from, "MOVED"),
         moved + 1,
@@ -149,9 +141,9 @@ fn a_namespace_works_while_its_slot_migrates_through_ask_then_moved() {
     );
     // The new owner is remembered: no redirection any more.
     let first = renewed(&c, &first);
-    trace.push(grant(&first));
+    trace.push(Step::of_lease(&first));
     let third = acquire(&c, &Owner::new("third")).lease;
-    trace.push(grant(&third));
+    trace.push(Step::of_lease(&third));
     assert_eq!(cluster.redirections(m.from, "MOVED"), moved + 1);
     assert_eq!(cluster.owner(slot), m.to);
 
@@ -182,7 +174,7 @@ fn holders_keep_their_leases_while_the_slot_migrates_twice() {
                 let c = client(&store, &ns, 3, LONG);
                 let owner = Owner::new(format!("holder-{i}"));
                 let mut lease = acquire(&c, &owner).lease;
-                trace.lock().unwrap().push(grant(&lease));
+                trace.lock().unwrap().push(Step::of_lease(&lease));
                 let mut rounds = 0u64;
                 while !stop.load(Ordering::SeqCst) {
                     rounds += 1;
@@ -196,7 +188,7 @@ fn holders_keep_their_leases_while_the_slot_migrates_twice() {
                     } else {
                         lease = renewed(&c, &lease);
                     }
-                    trace.lock().unwrap().push(grant(&lease));
+                    trace.lock().unwrap().push(Step::of_lease(&lease));
                     thread::sleep(Duration::from_millis(20));
                 }
                 rounds

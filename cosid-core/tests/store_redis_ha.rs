@@ -45,14 +45,6 @@ fn shared_group() -> &'static RedisHa {
 
 network_conformance_suite!(RedisStore, shared_group().sentinel_url("?replicas=1"));
 
-fn grant(l: &SlotLease) -> Step {
-    Step::Granted {
-        holder: Holder::of_lease(l),
-        floor: l.floor,
-        ceiling: l.ceiling,
-    }
-}
-
 /// Calls `f` until it gives `Ok` (every 100 ms, for at most [`BOUND`]); errors on the way must be
 /// `Store` errors (the store unreachable or failing over).
 fn eventually<T>(what: &str, mut f: impl FnMut() -> Result<T>) -> T {
@@ -128,13 +120,13 @@ fn holders_through_a_failover(query: &str, fail: fn(&RedisHa) -> u16) {
                 let c = client(&store, &ns, 3, terms);
                 let owner = Owner::new(format!("holder-{i}"));
                 let mut lease = eventually("acquiring", || c.acquire(&request(&owner))).lease;
-                trace.lock().unwrap().push(grant(&lease));
+                trace.lock().unwrap().push(Step::of_lease(&lease));
                 while !stop.load(Ordering::SeqCst) {
                     match c.renew(&lease) {
                         Ok(Renewal::Renewed(next)) => {
                             assert_eq!(next.fence, lease.fence, "a renewal keeps the fence");
                             assert!(next.ceiling >= lease.ceiling, "a renewal lowers nothing");
-                            trace.lock().unwrap().push(grant(&next));
+                            trace.lock().unwrap().push(Step::of_lease(&next));
                             lease = next;
                             renewals[i].fetch_add(1, Ordering::SeqCst);
                         }
@@ -206,7 +198,7 @@ fn holders_through_a_failover(query: &str, fail: fn(&RedisHa) -> u16) {
     })
     .lease;
     assert_eq!(next.slot, first.slot);
-    trace.lock().unwrap().push(grant(&next));
+    trace.lock().unwrap().push(Step::of_lease(&next));
 
     let trace = trace.lock().unwrap();
     // 4 holders × (an acquisition, 3 renewals before and 3 after), and the newcomer's grant.
@@ -296,8 +288,12 @@ fn with_every_replica_stopped_a_write_is_a_store_error_and_its_window_unused() {
         .map(|r| r.value.slot)
         .collect();
     assert_eq!(held, [again.slot], "the newcomer holds one slot");
-    invariants::disjoint_windows(&[grant(&lease), grant(&renewed), grant(&again)])
-        .unwrap_or_else(|v| panic!("{v}"));
+    invariants::disjoint_windows(&[
+        Step::of_lease(&lease),
+        Step::of_lease(&renewed),
+        Step::of_lease(&again),
+    ])
+    .unwrap_or_else(|v| panic!("{v}"));
 }
 
 /// Through the public API: a runtime on `redis+sentinel://…?replicas=1` whose replicas all stop

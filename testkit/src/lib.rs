@@ -24,6 +24,7 @@
 //! MariaDB (`mariadbd`, or a MySQL `mysqld`) runs with `--user=root` then, which it accepts when
 //! told.
 
+pub mod etcd_cluster;
 pub mod pg_standby;
 pub mod redis_cluster;
 pub mod redis_ha;

@@ -106,6 +106,17 @@ pub enum Step {
     },
 }
 
+impl Step {
+    /// The window `lease` was granted, as a [`Step::Granted`] of its holder.
+    pub fn of_lease(lease: &SlotLease) -> Step {
+        Step::Granted {
+            holder: Holder::of_lease(lease),
+            floor: lease.floor,
+            ceiling: lease.ceiling,
+        }
+    }
+}
+
 /// Which invariant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Invariant {

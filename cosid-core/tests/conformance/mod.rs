@@ -1290,11 +1290,7 @@ pub fn expired_lease_is_free_for_another_owner(open: Open) {
         "floor = the expired holder's ceiling"
     );
     // The same, as the lease invariant the simulation checks: disjoint windows per slot.
-    let grant = |l: &SlotLease| invariants::Step::Granted {
-        holder: invariants::Holder::of_lease(l),
-        floor: l.floor,
-        ceiling: l.ceiling,
-    };
+    let grant = invariants::Step::of_lease;
     invariants::disjoint_windows(&[grant(&first), grant(&a), grant(&b.lease)])
         .unwrap_or_else(|v| panic!("{v}"));
     assert!(b.duplicate_owner_key.is_empty());
