@@ -11,13 +11,16 @@
 //! `cargo bench -p cosid-core --features redis,postgres,etcd,mysql --bench stores`
 //! (`COSID_BENCH_STORES=postgres,postgres-sync-standby` for some of the stores only). Besides
 //! the single servers: Redis through Sentinel with `replicas=1` (a primary, two replicas, three
-//! sentinels) and PostgreSQL with a synchronous standby, as docs/stores.md sets them up for a
-//! failover.
+//! sentinels), PostgreSQL with a synchronous standby, as docs/stores.md sets them up for a
+//! failover, a Redis Cluster of three primaries (`redis-cluster`) and an etcd cluster of three
+//! members (`etcd-cluster-3`).
 
 use cosid_core::lease::{AcquireRequest, LeaseClient, Owner, Renewal, SlotLease, Terms};
 use cosid_core::store::hooked::Hooked;
 use cosid_core::store::{self, SharedStore};
+use cosid_testkit::etcd_cluster::EtcdCluster;
 use cosid_testkit::pg_standby::PgPair;
+use cosid_testkit::redis_cluster::{RedisCluster, CLUSTER_PASSWORD};
 use cosid_testkit::redis_ha::RedisHa;
 use cosid_testkit::Server;
 use criterion::{BenchmarkId, Criterion};
@@ -46,6 +49,8 @@ struct Target {
     _pair: Option<PgPair>,
     /// Keeps a replicated Redis group running.
     _ha: Option<RedisHa>,
+    /// Keeps a cluster running (Redis Cluster, etcd members).
+    _cluster: Option<Box<dyn std::any::Any>>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -60,6 +65,7 @@ impl Target {
             _server: server,
             _pair: None,
             _ha: None,
+            _cluster: None,
             _dir: None,
         }
     }
@@ -163,10 +169,35 @@ fn targets() -> Vec<Target> {
         t.floor = Some(etcd_get(etcd_port(&t.url)));
         out.push(t);
     }
+    if want("redis-cluster") {
+        // Three primaries; the namespace's keys share one hash slot, so every operation goes
+        // to one node (the client learns it from the first `MOVED`).
+        let cluster = RedisCluster::start();
+        let mut t = Target::new("redis-cluster", cluster.url(""), None);
+        let node = format!(
+            "redis://:{CLUSTER_PASSWORD}@127.0.0.1:{}/0",
+            cluster.ports()[0]
+        );
+        t.floor = Some(redis_ping(&node));
+        t._cluster = Some(Box::new(cluster));
+        out.push(t);
+    }
+    if want("etcd-cluster-3") {
+        // Three members: every write is committed by two of them (the leader and one
+        // follower) before it is acknowledged, every read is linearizable (a round of the
+        // leader's heartbeats).
+        let cluster = EtcdCluster::start();
+        let mut t = Target::new("etcd-cluster-3", cluster.url(), None);
+        let leader = cluster.leader().unwrap_or(0);
+        t.floor = Some(etcd_get(cluster.ports()[leader]));
+        t._cluster = Some(Box::new(cluster));
+        out.push(t);
+    }
     assert!(
         !out.is_empty(),
         "COSID_BENCH_STORES={wanted:?} names no store of memory, sqlite, redis, \
-         redis-sentinel-replicas-1, postgres, postgres-sync-standby, mysql, etcd"
+         redis-sentinel-replicas-1, redis-cluster, postgres, postgres-sync-standby, mysql, \
+         etcd, etcd-cluster-3"
     );
     out
 }
