@@ -12,9 +12,10 @@
 //! killed on drop; every wait is bounded.
 
 use super::READY_TIMEOUT;
-use super::{binary, exchange, free_port, register, spawn_tied, tail, unregister, Kind, NEXT_ID};
+use super::{binary, unregister, Kind, NEXT_ID};
+use super::{etcd_command, exchange, free_port, kill_child, register, spawn_tied, tail};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -56,13 +57,7 @@ impl Member {
     }
 
     fn kill(&self) {
-        let mut guard = self.child.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(mut child) = guard.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-            // Its pid may be reused from now on: nothing to kill at exit.
-            register(self.id, None, &self.dir);
-        }
+        kill_child(&self.child, self.id, &self.dir);
     }
 }
 
@@ -171,28 +166,19 @@ impl EtcdCluster {
             .append(true)
             .open(m.log())
             .expect("cosid-testkit: etcd member log");
-        let client = format!("http://127.0.0.1:{}", m.port);
-        let peer = format!("http://127.0.0.1:{}", m.peer_port);
-        // A member that restarts with its data joins the cluster it belongs to whatever this
-        // flag says (etcd reads the membership from its data directory).
-        let mut cmd = Command::new(binary(Kind::Etcd));
-        cmd.args(["--name", &m.name])
-            .arg("--data-dir")
-            .arg(m.dir.join("data"))
-            .args(["--listen-client-urls", &client])
-            .args(["--advertise-client-urls", &client])
-            .args(["--listen-peer-urls", &peer])
-            .args(["--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &self.initial_cluster])
-            .args(["--initial-cluster-state", "new"])
-            .args([
-                "--initial-cluster-token",
-                &format!("cosid-test-{}", self.id),
-            ])
-            .args(["--logger", "zap", "--log-level", "warn"])
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log"))
-            .stderr(out);
+        let mut cmd = etcd_command(
+            &m.name,
+            &m.dir.join("data"),
+            (m.port, m.peer_port),
+            &self.initial_cluster,
+        );
+        cmd.args([
+            "--initial-cluster-token",
+            &format!("cosid-test-{}", self.id),
+        ])
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().expect("log"))
+        .stderr(out);
         let child = spawn_tied(cmd)
             .unwrap_or_else(|e| panic!("cosid-testkit: cannot start etcd member {i}: {e}"));
         register(m.id, Some(child.id()), &m.dir);

@@ -487,20 +487,13 @@ impl Server {
                 cmd
             }
             Kind::Etcd => {
-                let client = format!("http://127.0.0.1:{}", self.port);
                 let peer = format!("http://127.0.0.1:{}", self.peer_port);
-                let mut cmd = Command::new(binary(Kind::Etcd));
-                cmd.args(["--name", "cosid-test"])
-                    .arg("--data-dir")
-                    .arg(data.join("member-data"))
-                    .args(["--listen-client-urls", &client])
-                    .args(["--advertise-client-urls", &client])
-                    .args(["--listen-peer-urls", &peer])
-                    .args(["--initial-advertise-peer-urls", &peer])
-                    .args(["--initial-cluster", &format!("cosid-test={peer}")])
-                    .args(["--initial-cluster-state", "new"])
-                    .args(["--logger", "zap", "--log-level", "warn"]);
-                cmd
+                etcd_command(
+                    "cosid-test",
+                    &data.join("member-data"),
+                    (self.port, self.peer_port),
+                    &format!("cosid-test={peer}"),
+                )
             }
         }
     }
@@ -802,6 +795,38 @@ fn ephemeral_low() -> u32 {
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse().ok())
         .unwrap_or(32768)
+}
+
+/// An etcd member called `name` on 127.0.0.1's `(client, peer)` ports with its data in
+/// `data_dir`, bootstrapping the cluster `initial_cluster` (`name=http://…,…`) when its data
+/// directory is new (a member with data rejoins the cluster its data names).
+fn etcd_command(name: &str, data_dir: &Path, ports: (u16, u16), initial_cluster: &str) -> Command {
+    let client = format!("http://127.0.0.1:{}", ports.0);
+    let peer = format!("http://127.0.0.1:{}", ports.1);
+    let mut cmd = Command::new(binary(Kind::Etcd));
+    cmd.args(["--name", name])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--listen-client-urls", &client])
+        .args(["--advertise-client-urls", &client])
+        .args(["--listen-peer-urls", &peer])
+        .args(["--initial-advertise-peer-urls", &peer])
+        .args(["--initial-cluster", initial_cluster])
+        .args(["--initial-cluster-state", "new"])
+        .args(["--logger", "zap", "--log-level", "warn"]);
+    cmd
+}
+
+/// SIGKILLs the process in `child` (a crash: nothing flushed at exit) if one runs there, and
+/// forgets its pid in the registry entry `id` (the pid may be reused from now on); the
+/// directory `dir` stays, so the process can be started again with its data.
+fn kill_child(child: &Mutex<Option<Child>>, id: u64, dir: &Path) {
+    let mut guard = child.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(mut child) = guard.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+        register(id, None, dir);
+    }
 }
 
 fn exchange(port: u16, request: &[u8]) -> Option<String> {

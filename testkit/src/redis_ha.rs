@@ -17,7 +17,8 @@
 //! every wait is bounded.
 
 use super::READY_TIMEOUT;
-use super::{binary, free_port, register, spawn_tied, tail, unregister, Kind, Server, NEXT_ID};
+use super::{binary, free_port, kill_child, register, spawn_tied, tail, unregister};
+use super::{Kind, Server, NEXT_ID};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -94,12 +95,7 @@ impl Drop for Sentinel {
 /// Kills `server` with `SIGKILL` (a crash: no append-only file flushed at exit, clients cut
 /// off); its data directory stays, so [`Server::start`] brings it back with its data.
 fn kill(server: &Server) {
-    let mut guard = server.child.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(mut child) = guard.take() {
-        let _ = child.kill();
-        let _ = child.wait();
-        register(server.id, None, &server.dir);
-    }
+    kill_child(&server.child, server.id, &server.dir);
 }
 
 /// A primary, its replicas and three sentinels (see the module documentation).
