@@ -966,6 +966,31 @@ fn chown(dir: &Path, (uid, gid): (u32, u32)) {
 mod tests {
     use super::*;
 
+    /// The race CI lost once: a server's port taken from the ephemeral range went to an
+    /// outgoing connection before the server bound it. Ports come from below that range (when
+    /// it leaves room), are free, and one process never gets the same one twice.
+    #[test]
+    fn free_ports_are_below_the_ephemeral_range_free_and_never_repeated() {
+        let low = ephemeral_low();
+        let ports: Vec<u16> = (0..200).map(|_| free_port()).collect();
+        let mut unique = ports.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), ports.len(), "a port was handed out twice");
+        if low > 16_000 {
+            assert!(
+                ports.iter().all(|&p| u32::from(p) < low),
+                "ports in the ephemeral range (from {low}): {ports:?}"
+            );
+        }
+        for p in ports {
+            assert!(
+                TcpListener::bind(("127.0.0.1", p)).is_ok(),
+                "port {p} was handed out but is in use"
+            );
+        }
+    }
+
     #[test]
     fn a_server_is_started_stopped_and_restarted_empty() {
         let redis = Server::redis();
