@@ -3,16 +3,21 @@
 //! each starter made (mean and maximum) and its round trips; then the round trips a keeper's
 //! renewal and release cost.
 //!
-//! Each starter is what a runtime's start-up does with the store (`LeaseKeeper::start`): open
-//! the namespace, then acquire. Starters share a few store handles (at most 32, as the processes
+//! Each starter is what a runtime's start-up does with the store (`LeaseKeeper::start`): an
+//! acquisition, which creates the namespace when it finds none. Starters share a few store handles (at most 32, as the processes
 //! of a host would share nothing but a server would cap connections), each starter counting the
 //! primitives it calls through a wrapper around the real store (every call goes to the store
 //! unchanged). The servers are the throwaway ones `cosid-testkit` starts, as in the stores
 //! bench.
 //!
-//! `cargo bench -p cosid-core --features redis,postgres,etcd --bench storm`
+//! Each store runs twice: as it is (acquisitions read the store's candidate view, filtered on
+//! its side where the store can), and with every candidate view answered by a whole snapshot
+//! (what acquisitions read before the views were filtered), side by side in one run.
+//!
+//! `cargo bench -p cosid-core --features redis,postgres,etcd,mysql --bench storm`
 //! (`COSID_BENCH_STORES=memory,sqlite,redis` for some stores, `COSID_STORM_SIZES=64,256` for
-//! some sizes, `COSID_STORM_RUNS=3` runs per size, the median time reported).
+//! some sizes, `COSID_STORM_RUNS=3` runs per size, the median time reported,
+//! `COSID_STORM_READS=view` or `snapshot` for one of the two reads).
 
 use cosid_core::lease::{KeeperConfig, LeaseClient, LeaseKeeper, Owner, Terms};
 use cosid_core::store::{self, SharedStore};
@@ -76,17 +81,23 @@ fn targets() -> Vec<Target> {
     server("redis", Server::redis);
     server("postgres", Server::postgres);
     server("etcd", Server::etcd);
+    server("mysql", Server::mysql);
     out
 }
 
 /// One storm: `n` starters at once on a new namespace. The time until the last holds a slot,
 /// and each starter's (round trips, compare-and-set attempts).
-fn storm(handles: &[SharedStore], n: usize) -> (Duration, Vec<(u64, u64)>) {
+fn storm(handles: &[SharedStore], n: usize, whole: bool) -> (Duration, Vec<(u64, u64)>) {
     let ns = format!("storm-{n}-{}", uuid::Uuid::new_v4().simple());
     let barrier = Arc::new(Barrier::new(n + 1));
     let threads: Vec<_> = (0..n)
         .map(|i| {
-            let counting = Counting::new(handles[i % handles.len()].clone());
+            let handle = handles[i % handles.len()].clone();
+            let counting = if whole {
+                Counting::reading_whole_snapshots(handle)
+            } else {
+                Counting::new(handle)
+            };
             let c = LeaseClient::new(counting.clone(), &ns, 10, TERMS).unwrap();
             let barrier = barrier.clone();
             std::thread::Builder::new()
@@ -100,10 +111,10 @@ fn storm(handles: &[SharedStore], n: usize) -> (Duration, Vec<(u64, u64)>) {
                     };
                     barrier.wait();
                     let started = Instant::now();
-                    // What a runtime's start-up does: open the namespace, then acquire
-                    // (retrying what may go away, as the keeper does).
+                    // What a runtime's start-up does: acquire, which opens the namespace
+                    // when it must (retrying what may go away, as the keeper does).
                     loop {
-                        match c.open_namespace().and_then(|_| c.acquire(&req)) {
+                        match c.acquire(&req) {
                             Ok(got) => {
                                 let done = Instant::now();
                                 return (got.lease.slot, started, done, counting.take());
@@ -177,11 +188,16 @@ fn main() {
         .ok()
         .map(|r| r.parse().expect("COSID_STORM_RUNS: a number of runs"))
         .unwrap_or(3);
+    let reads: Vec<bool> = match std::env::var("COSID_STORM_READS").as_deref() {
+        Ok("view") => vec![false],
+        Ok("snapshot") => vec![true],
+        _ => vec![false, true],
+    };
     let targets = targets();
     println!(
-        "| store | N | last holds a slot (median of {runs}) | CAS attempts per starter, mean / max | round trips per starter, mean / max | round trips per renewal / release |"
+        "| store | read | N | last holds a slot (median of {runs}) | CAS attempts per starter, mean / max | round trips per starter, mean / max | round trips per renewal / release |"
     );
-    println!("|---|---:|---:|---:|---:|:---:|");
+    println!("|---|---|---:|---:|---:|---:|:---:|");
     for t in &targets {
         let handles: Vec<SharedStore> = (0..32).map(|_| store::open(&t.url).unwrap()).collect();
         // Every handle connects (and PostgreSQL checks its schema) before any clock starts.
@@ -189,11 +205,11 @@ fn main() {
             h.read_slot("storm-warm-up", 0).unwrap();
         }
         let (renew, release) = keeper_round_trips(&t.url);
-        for &n in &sizes {
+        for (&n, &whole) in sizes.iter().flat_map(|n| reads.iter().map(move |w| (n, w))) {
             let mut times = Vec::new();
             let mut counts = Vec::new();
             for _ in 0..runs {
-                let (d, c) = storm(&handles, n);
+                let (d, c) = storm(&handles, n, whole);
                 times.push(d);
                 counts.extend(c);
             }
@@ -203,8 +219,13 @@ fn main() {
             };
             let max = |f: fn(&(u64, u64)) -> u64| counts.iter().map(f).max().unwrap_or(0);
             println!(
-                "| {} | {n} | {:.0} ms | {:.2} / {} | {:.2} / {} | {renew:.2} / {release} |",
+                "| {} | {} | {n} | {:.0} ms | {:.2} / {} | {:.2} / {} | {renew:.2} / {release} |",
                 t.name,
+                if whole {
+                    "whole snapshot"
+                } else {
+                    "candidate view"
+                },
                 times[times.len() / 2].as_secs_f64() * 1e3,
                 mean(|c| c.1),
                 max(|c| c.1),

@@ -58,3 +58,8 @@ fn sslmode_is_honoured_with_rustls() {
     assert_eq!(e.kind(), cosid_core::ErrorKind::Store, "{e}");
     assert!(e.message().contains(&store.describe()), "{e}");
 }
+
+#[test]
+fn the_server_filters_the_candidate_view() {
+    conformance::candidate_view_is_filtered_by_the_store(&shared);
+}

@@ -96,3 +96,8 @@ fn versions_stay_above_those_of_writes_a_failover_lost() {
         .expect("a new record is written");
     assert!(after > lost, "version {after} is not above {lost}");
 }
+
+#[test]
+fn the_server_filters_the_candidate_view() {
+    conformance::candidate_view_is_filtered_by_the_store(&shared);
+}

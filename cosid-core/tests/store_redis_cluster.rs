@@ -527,3 +527,8 @@ fn every_bad_cluster_url_is_refused_naming_the_value_and_the_fix() {
         assert!(!store.describe().contains(":p@"), "{good}");
     }
 }
+
+#[test]
+fn the_server_filters_the_candidate_view() {
+    conformance::candidate_view_is_filtered_by_the_store(&shared);
+}

@@ -793,3 +793,10 @@ fn a_runtime_leaves_its_slot_when_the_store_file_is_deleted_under_it() {
     a.close().unwrap();
     b.close().unwrap();
 }
+
+#[test]
+fn the_query_filters_the_candidate_view() {
+    conformance::candidate_view_is_filtered_by_the_store(&|| {
+        store::open(&format!("sqlite://{}", shared_db().display())).expect("the SQLite store opens")
+    });
+}

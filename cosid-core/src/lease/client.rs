@@ -5,8 +5,8 @@
 use super::record::{IdLayout, NamespaceRecord, Owner, SlotLease, SlotRecord, Versioned};
 use super::rules::{self, Refusal, Terms};
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::SharedStore;
-use std::collections::HashMap;
+use crate::store::{CandidateAsk, CandidateView, SharedStore};
+use std::collections::{HashMap, HashSet};
 
 /// How many lost compare-and-set races one call tolerates before giving up with a store error.
 const MAX_RACES: u32 = 10_000;
@@ -66,6 +66,96 @@ pub fn spread_pick(lowest_free: &[u32], incarnation: &uuid::Uuid, raced: u32) ->
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^= z >> 31;
     Some(lowest_free[(z % lowest_free.len() as u64) as usize])
+}
+
+/// What an acquisition after `raced` lost races asks the store's view to cover: the asker's key
+/// and preferred slot, and at least `(SPREAD_MIN + 2 × live) × 2^raced` slots no live lease
+/// holds, which is never fewer than [`spread_width`] picks from.
+fn candidate_ask(req: &AcquireRequest, raced: u32) -> CandidateAsk<'_> {
+    let doubled = 1u32 << raced.min(20);
+    CandidateAsk {
+        owner_key: Some(&req.owner.key),
+        preferred_slot: req.preferred_slot,
+        free_min: (SPREAD_MIN as u32).saturating_mul(doubled),
+        free_per_live: 2u32.saturating_mul(doubled),
+    }
+}
+
+/// What a [`CandidateView`] tells of the slots below the client's limit.
+struct Known<'v> {
+    /// The whole records the view returned.
+    records: HashMap<u32, &'v Versioned<SlotRecord>>,
+    /// Slots a live lease holds whose record the view did not return.
+    held_unseen: HashSet<u32>,
+    /// Every slot below this is vouched for (see [`CandidateView::covered_below`]).
+    covered_below: u32,
+    /// Vouched for too: a store returns the preferred slot's record if it has one.
+    preferred: Option<u32>,
+}
+
+impl<'v> Known<'v> {
+    fn of(view: &'v CandidateView, limit: u32, preferred: Option<u32>) -> Known<'v> {
+        let records: HashMap<u32, &Versioned<SlotRecord>> = view
+            .records
+            .iter()
+            .filter(|r| r.value.slot < limit)
+            .map(|r| (r.value.slot, r))
+            .collect();
+        let held_unseen = view
+            .live
+            .iter()
+            .copied()
+            .filter(|s| *s < limit && !records.contains_key(s))
+            .collect();
+        Known {
+            records,
+            held_unseen,
+            covered_below: view.covered_below.min(limit),
+            preferred,
+        }
+    }
+
+    /// Whether the view says what `slot` holds: its record, or that it has none.
+    fn vouches_for(&self, slot: u32) -> bool {
+        self.records.contains_key(&slot)
+            || ((slot < self.covered_below || Some(slot) == self.preferred)
+                && !self.held_unseen.contains(&slot))
+    }
+
+    /// `slot`'s version and record (vacant when it has none). Only for a slot the view vouches
+    /// for.
+    fn record(&self, slot: u32) -> (Option<u64>, SlotRecord) {
+        debug_assert!(self.vouches_for(slot));
+        self.records
+            .get(&slot)
+            .map_or((None, SlotRecord::vacant(slot)), |v| {
+                (Some(v.version), v.value.clone())
+            })
+    }
+
+    /// Whether a new owner may take `slot` at store time `now`, by the rules, as far as the
+    /// view tells: a slot it does not vouch for is never free.
+    fn is_free(&self, slot: u32, now: i64) -> bool {
+        match self.records.get(&slot) {
+            Some(r) => rules::is_free(&r.value, now),
+            None => self.vouches_for(slot) && rules::is_free(&SlotRecord::vacant(slot), now),
+        }
+    }
+
+    /// How many slots are held by live leases.
+    fn held(&self, now: i64) -> usize {
+        self.held_unseen.len()
+            + self
+                .records
+                .values()
+                .filter(|r| !rules::is_free(&r.value, now))
+                .count()
+    }
+
+    /// Whether the view holds every record of the namespace's `limit` slots.
+    fn is_whole(&self, limit: u32) -> bool {
+        self.covered_below >= limit && self.held_unseen.is_empty()
+    }
 }
 
 /// A successful acquisition.
@@ -174,8 +264,10 @@ impl LeaseClient {
     /// compare-and-set: if another runtime wrote a different one first, this one is refused.
     pub fn open_namespace(&self) -> Result<NamespaceRecord> {
         for _ in 0..MAX_RACES {
-            let snap = self.store.snapshot(&self.namespace)?;
-            let (expected, rec) = match snap.namespace {
+            let view = self
+                .store
+                .candidates(&self.namespace, &CandidateAsk::NAMESPACE_ONLY)?;
+            let (expected, rec) = match view.namespace {
                 Some(Versioned { value, version }) if value.limit == 0 => {
                     // Created by `cosid migrate` before any runtime: complete it.
                     self.check_layout(&value)?;
@@ -208,7 +300,7 @@ impl LeaseClient {
                     NamespaceRecord {
                         limit: self.limit,
                         tolerance_ms: self.terms.tolerance_ms,
-                        not_before_ms: self.restart_floor(snap.slots.store_now)?,
+                        not_before_ms: self.restart_floor(view.store_now)?,
                         layout: self.layout,
                     },
                 ),
@@ -313,15 +405,27 @@ impl LeaseClient {
     /// over the lowest free slots: [`spread_pick`]). `Exhausted`
     /// (with the earliest expiry) when every slot is held by a live lease; a store error after
     /// `MAX_RACES` rounds (lost compare-and-set races, or a namespace that never appears).
+    ///
+    /// Each round reads a [`CandidateView`] (the store's filtered view where it has one, so the
+    /// read does not grow with the slots in use) and re-checks every record in it with the
+    /// rules; a round whose partial view has nothing to take reads a whole snapshot before it
+    /// reports the namespace exhausted.
     pub fn acquire(&self, req: &AcquireRequest) -> Result<Acquisition> {
         let mut raced = 0u32;
-        // Every round re-reads after a lost race or a namespace that had to be (re)created.
+        let mut whole = false;
+        // Every round re-reads after a lost race, a namespace that had to be (re)created, or a
+        // partial view with nothing to take.
         for _ in 0..MAX_RACES {
-            let snap = self
-                .store
-                .snapshot(&self.namespace)
-                .map_err(|e| self.store_error(e))?;
-            let ns = match &snap.namespace {
+            let view = if whole {
+                self.store
+                    .snapshot(&self.namespace)
+                    .map(CandidateView::of_snapshot)
+            } else {
+                self.store
+                    .candidates(&self.namespace, &candidate_ask(req, raced))
+            }
+            .map_err(|e| self.store_error(e))?;
+            let ns = match &view.namespace {
                 Some(v)
                     if v.value.limit != 0
                         && (v.value.layout.is_some() || self.layout.is_none()) =>
@@ -336,25 +440,13 @@ impl LeaseClient {
                     continue;
                 }
             };
-            let now = snap.slots.store_now;
+            let now = view.store_now;
             let floor_at_least = req.floor_at_least.max(ns.not_before_ms);
-            let records: HashMap<u32, &Versioned<SlotRecord>> = snap
-                .slots
-                .slots
-                .iter()
-                .filter(|r| r.value.slot < self.limit)
-                .map(|r| (r.value.slot, r))
-                .collect();
-            let record_of = |slot: u32| -> (Option<u64>, SlotRecord) {
-                records
-                    .get(&slot)
-                    .map_or((None, SlotRecord::vacant(slot)), |v| {
-                        (Some(v.version), v.value.clone())
-                    })
-            };
+            let known = Known::of(&view, self.limit, req.preferred_slot);
 
             // 1. Our own slot: an idempotent retry (renew it, so the window is fresh).
-            if let Some(own) = records
+            if let Some(own) = known
+                .records
                 .values()
                 .find(|r| r.value.owner.as_ref() == Some(&req.owner))
             {
@@ -365,19 +457,20 @@ impl LeaseClient {
                         self.store
                             .cas_slot(&self.namespace, Some(own.version), &renewed)?
                     {
-                        return Ok(self.granted(renewed, version, now, Choice::Own, &records, req));
+                        return Ok(self.granted(renewed, version, now, Choice::Own, &known, req));
                     }
                 }
                 raced += 1;
                 continue;
             }
 
-            let free = |slot: u32| rules::is_free(&record_of(slot).1, now);
+            let free = |slot: u32| known.is_free(slot, now);
             let mut candidates: Vec<(u32, Choice)> = Vec::with_capacity(3);
             if let Some(p) = req.preferred_slot.filter(|p| *p < self.limit && free(*p)) {
                 candidates.push((p, Choice::Preferred));
             }
-            let mut sticky: Vec<u32> = records
+            let mut sticky: Vec<u32> = known
+                .records
                 .values()
                 .filter(|r| r.value.last_owner_key.as_deref() == Some(req.owner.key.as_str()))
                 .map(|r| r.value.slot)
@@ -389,24 +482,29 @@ impl LeaseClient {
             }
             // Spread starters over the lowest free slots, from the first attempt: many
             // starting at once would otherwise all race for the lowest one.
-            let held = records
-                .values()
-                .filter(|r| !rules::is_free(&r.value, now))
-                .count();
+            let held = known.held(now);
             let free_count = self.limit as usize - held;
             let width = spread_width(free_count, held, raced);
-            let lowest_free: Vec<u32> = (0..self.limit).filter(|s| free(*s)).take(width).collect();
+            let lowest_free: Vec<u32> = (0..known.covered_below)
+                .filter(|s| free(*s))
+                .take(width)
+                .collect();
             if let Some(pick) = spread_pick(&lowest_free, &req.owner.incarnation, raced) {
                 candidates.push((pick, Choice::Free));
             }
 
             let Some(&(slot, choice)) = candidates.first() else {
-                return Err(self.exhausted(&records, now));
+                if known.is_whole(self.limit) {
+                    return Err(self.exhausted(&known.records, now));
+                }
+                whole = true;
+                continue;
             };
-            let (version, current) = record_of(slot);
+            whole = false;
+            let (version, current) = known.record(slot);
             let next = rules::acquire(&current, &req.owner, now, self.terms, floor_at_least);
             if let Some(written) = self.store.cas_slot(&self.namespace, version, &next)? {
-                return Ok(self.granted(next, written, now, choice, &records, req));
+                return Ok(self.granted(next, written, now, choice, &known, req));
             }
             raced += 1;
         }
@@ -419,10 +517,11 @@ impl LeaseClient {
         version: u64,
         now: i64,
         choice: Choice,
-        records: &HashMap<u32, &Versioned<SlotRecord>>,
+        known: &Known<'_>,
         req: &AcquireRequest,
     ) -> Acquisition {
-        let mut duplicate_owner_key: Vec<u32> = records
+        let mut duplicate_owner_key: Vec<u32> = known
+            .records
             .values()
             .filter(|r| {
                 r.value.owner.as_ref().is_some_and(|o| {
@@ -696,7 +795,7 @@ mod tests {
     #[derive(Debug)]
     struct Faulty {
         clock: Arc<ManualClock>,
-        /// Every snapshot fails with this.
+        /// Every read of the namespace (a snapshot or a candidate view) fails with this.
         snapshot_error: Option<(ErrorKind, &'static str)>,
         /// Namespace writes report success and write nothing (a store that loses writes).
         forgets_namespace: bool,
@@ -741,7 +840,7 @@ mod tests {
         }
         fn call(&self, inner: &dyn SlotStore, call: Call<'_>) -> Result<Reply> {
             match call {
-                Call::Snapshot { .. } => match self.snapshot_error {
+                Call::Snapshot { .. } | Call::Candidates { .. } => match self.snapshot_error {
                     Some((kind, message)) => Err(Error::new(kind, message)),
                     None => call.on(inner),
                 },
@@ -987,6 +1086,79 @@ mod tests {
         let next = rules::acquire(&rec, owner, now, terms(), floor_at_least);
         let expected = store.read_slot("ns", slot).unwrap().1.map(|v| v.version);
         assert!(store.cas_slot("ns", expected, &next).unwrap().is_some());
+    }
+
+    /// A store whose candidate view is replaced by `view` (given the real one): a store that
+    /// filters too much, or one that lies.
+    #[derive(Debug)]
+    struct Viewed(fn(CandidateView) -> CandidateView);
+
+    impl Hook for Viewed {
+        fn call(&self, inner: &dyn SlotStore, call: Call<'_>) -> Result<Reply> {
+            match call.on(inner)? {
+                Reply::Candidates(view) => Ok(Reply::Candidates((self.0)(view))),
+                other => Ok(other),
+            }
+        }
+    }
+
+    /// A view that covers nothing and names no live slot (a store that filters too much): an
+    /// acquisition reads a whole snapshot and takes a free slot; in a namespace where every
+    /// slot is held it reports `Exhausted` with the earliest expiry, from that snapshot.
+    #[test]
+    fn a_view_with_nothing_to_take_is_checked_against_a_whole_snapshot() {
+        let clock = ManualClock::shared(1_000);
+        let memory: SharedStore = MemoryStore::new(clock.clone() as SharedClock);
+        let store: SharedStore = Hooked::new(
+            memory.clone(),
+            Viewed(|view| CandidateView {
+                covered_below: 0,
+                live: vec![],
+                records: vec![],
+                ..view
+            }),
+        );
+        let client = LeaseClient::new(store, "ns", 2, terms()).unwrap();
+        let mut slots: Vec<u32> = (0..4)
+            .map(|_| client.acquire(&request()).unwrap().lease.slot)
+            .collect();
+        slots.sort_unstable();
+        assert_eq!(slots, [0, 1, 2, 3]);
+        let e = client.acquire(&request()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Exhausted, "{e}");
+        assert!(e.to_string().contains("all 4 slots"), "{e}");
+    }
+
+    /// A view that vouches for slots it does not know (a store that lies: every slot covered,
+    /// none live, no record): the acquisition's compare-and-set against "no record" writes
+    /// nothing on a slot that has one, so it gives up after its races and takes over nothing.
+    #[test]
+    fn a_view_that_lies_never_gets_a_held_slot_taken() {
+        let clock = ManualClock::shared(1_000);
+        let memory: SharedStore = MemoryStore::new(clock.clone() as SharedClock);
+        let honest = LeaseClient::new(memory.clone(), "ns", 2, terms()).unwrap();
+        for _ in 0..4 {
+            honest.acquire(&request()).unwrap();
+        }
+        let before = memory.snapshot("ns").unwrap();
+        let store: SharedStore = Hooked::new(
+            memory.clone(),
+            Viewed(|view| CandidateView {
+                live: vec![],
+                records: vec![],
+                ..view
+            }),
+        );
+        let e = LeaseClient::new(store, "ns", 2, terms())
+            .unwrap()
+            .acquire(&request())
+            .unwrap_err();
+        assert!(e.to_string().contains("compare-and-set races"), "{e}");
+        assert_eq!(
+            memory.snapshot("ns").unwrap(),
+            before,
+            "nothing was written"
+        );
     }
 
     /// A namespace of 2 slots (bits 1) whose store holds a lease on slot 2, outside it, for the

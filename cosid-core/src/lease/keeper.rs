@@ -166,10 +166,10 @@ impl LeaseKeeper {
             let mut pending = Pending::new();
             let result = {
                 let turn = keeper.turn();
-                keeper
-                    .client
-                    .open_namespace()
-                    .and_then(|_| keeper.acquire(&turn, &mut pending))
+                // The acquisition checks the namespace record it reads (and creates or
+                // completes it first when it must), so a start-up that finds the namespace as
+                // it should be costs one read and one compare-and-set.
+                keeper.acquire(&turn, &mut pending)
             };
             keeper.deliver(pending);
             match result {

@@ -227,6 +227,13 @@ fn percent_encode(s: &str, out: &mut String) {
     crate::percent::encode(s, kept_in_records, out)
 }
 
+/// An owner key as a record line spells it (for a store that looks for it on its side).
+pub(crate) fn encode_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    percent_encode(key, &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

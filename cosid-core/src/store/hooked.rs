@@ -4,7 +4,7 @@
 //! simulation and the fault injectors of the tests are each a [`Hook`], so no one of them
 //! re-implements the [`SlotStore`] trait just to forward. Not a stable API.
 
-use super::{NamespaceSnapshot, SharedStore, SlotStore, Written};
+use super::{CandidateAsk, CandidateView, NamespaceSnapshot, SharedStore, SlotStore, Written};
 use crate::error::Result;
 use crate::lease::{NamespaceRecord, SlotRecord, Versioned};
 use std::fmt;
@@ -36,6 +36,11 @@ pub enum Call<'a> {
         expected: Option<u64>,
         record: &'a SlotRecord,
     },
+    /// [`SlotStore::candidates`].
+    Candidates {
+        namespace: &'a str,
+        ask: &'a CandidateAsk<'a>,
+    },
 }
 
 /// What a primitive returned, one variant per return type.
@@ -51,6 +56,8 @@ pub enum Reply {
     Slot(i64, Option<Versioned<SlotRecord>>),
     /// Of `cas_slot_timed`.
     Written(Option<Written>),
+    /// Of `candidates`.
+    Candidates(CandidateView),
 }
 
 impl Call<'_> {
@@ -77,16 +84,20 @@ impl Call<'_> {
                 expected,
                 record,
             } => Reply::Written(store.cas_slot_timed(namespace, expected, record)?),
+            Call::Candidates { namespace, ask } => {
+                Reply::Candidates(store.candidates(namespace, ask)?)
+            }
         })
     }
 
     /// The primitives' names, as the trait spells them, in the order of [`Call::index`].
-    pub const NAMES: [&'static str; 5] = [
+    pub const NAMES: [&'static str; 6] = [
         "snapshot",
         "cas_namespace",
         "read_slot",
         "cas_slot",
         "cas_slot_timed",
+        "candidates",
     ];
 
     /// The primitive's place in [`Call::NAMES`] (for a table of counts, say).
@@ -97,6 +108,7 @@ impl Call<'_> {
             Call::ReadSlot { .. } => 2,
             Call::CasSlot { .. } => 3,
             Call::CasSlotTimed { .. } => 4,
+            Call::Candidates { .. } => 5,
         }
     }
 
@@ -236,6 +248,14 @@ impl<H: Hook> SlotStore for Hooked<H> {
                 version,
                 store_now: None,
             })),
+            other => mismatched(call, other),
+        }
+    }
+
+    fn candidates(&self, namespace: &str, ask: &CandidateAsk<'_>) -> Result<CandidateView> {
+        let call = Call::Candidates { namespace, ask };
+        match self.call(call)? {
+            Reply::Candidates(view) => Ok(view),
             other => mismatched(call, other),
         }
     }

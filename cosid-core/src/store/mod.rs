@@ -2,9 +2,11 @@
 //!
 //! A store implements five primitives: read the namespace record, compare-and-set it, read every
 //! slot record (with the store's clock), read one slot record (with the store's clock), and
-//! compare-and-set one slot record. The lease protocol (`lease::client`) is written once on top
-//! of them, and the state changes themselves once in `lease::rules`, so every store keeps the
-//! same rule: **one atomic compare-and-set per change**.
+//! compare-and-set one slot record. Two more have provided forms that a store overrides when it
+//! can do better: a compare-and-set that also reads the store's clock, and a candidate view
+//! (`candidates`), the part of a namespace an acquisition needs. The lease protocol
+//! (`lease::client`) is written once on top of them, and the state changes themselves once in
+//! `lease::rules`, so every store keeps the same rule: **one atomic compare-and-set per change**.
 //!
 //! What a store must guarantee for uniqueness to hold: a compare-and-set that reported success is
 //! durable and visible to every later read (linearizable), and a version never repeats for one
@@ -41,8 +43,10 @@ pub mod redis;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 mod url;
+mod view;
 
 pub use url::StoreUrl;
+pub use view::{CandidateAsk, CandidateView};
 
 /// The record codec of the stores that keep records as text (Redis, etcd), for the fuzz targets
 /// and their proptest drivers. Not a stable API.
@@ -128,6 +132,21 @@ pub trait SlotStore: Send + Sync + fmt::Debug {
             }))
     }
 
+    /// Enough of the namespace to choose a slot: its record, the store's clock, the numbers of
+    /// the slots live leases hold, and whole records only for the slots `ask` wants
+    /// ([`CandidateView`] says exactly which). What an acquisition reads, so that its read
+    /// does not grow with the slots in use on a store that can filter on its side.
+    ///
+    /// Provided: the view of a whole [`SlotStore::snapshot`] (every record, every slot
+    /// covered), which is always a valid answer. Redis (a script), PostgreSQL and SQLite (a
+    /// query) filter on their side; etcd cannot filter values on the server, and on MySQL and
+    /// MariaDB a filtering query cost the server more than the bytes it saved
+    /// (BENCHMARKS.md, "Start-up storms").
+    fn candidates(&self, namespace: &str, ask: &CandidateAsk<'_>) -> Result<CandidateView> {
+        let _ = ask;
+        Ok(CandidateView::of_snapshot(self.snapshot(namespace)?))
+    }
+
     /// When the server that keeps `namespace` last started, in the store's clock (ms), for the
     /// restart guard (`docs/stores.md`, "Restarted empty"): a namespace created on a server younger than a
     /// holder's ttl plus tolerance may be one whose records a restart lost, so its creator
@@ -151,6 +170,30 @@ pub struct Written {
     pub version: u64,
     /// The store's clock (ms), read in the same round trip; `None` when the store cannot.
     pub store_now: Option<i64>,
+}
+
+/// A namespace record from the columns a SQL store keeps it in, checked: `Err` names the value
+/// that does not fit (a limit outside `u32`, a layout that does not parse).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn namespace_from_columns(
+    limit: i64,
+    tolerance_ms: i64,
+    not_before_ms: i64,
+    layout: Option<String>,
+) -> std::result::Result<NamespaceRecord, String> {
+    let layout = match layout {
+        Some(text) => Some(
+            crate::lease::IdLayout::decode(&text)
+                .ok_or_else(|| format!("namespace layout '{text}'"))?,
+        ),
+        None => None,
+    };
+    Ok(NamespaceRecord {
+        limit: u32::try_from(limit).map_err(|_| format!("namespace limit {limit}"))?,
+        tolerance_ms,
+        not_before_ms,
+        layout,
+    })
 }
 
 /// A shared store.

@@ -35,7 +35,6 @@
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
 use super::{NamespaceSnapshot, SlotStore, StoreUrl, Written};
 use crate::error::{Error, ErrorKind, Result};
-use crate::lease::record::IdLayout;
 use crate::lease::{NamespaceRecord, Owner, SlotRecord, Snapshot, Versioned};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Opts, OptsBuilder, Row, SslOpts, Value};
@@ -433,6 +432,44 @@ impl MysqlStore {
             what,
             &format!("the database holds a row cosid cannot read ({why})"),
         )
+    }
+
+    /// The store's clock and the namespace record in the first row of a snapshot-shaped
+    /// answer (the clock in column 0, the namespace in 1 to 5).
+    fn namespace_from(
+        &self,
+        what: &str,
+        rows: &[Row],
+    ) -> Result<(i64, Option<Versioned<NamespaceRecord>>)> {
+        let first = rows
+            .first()
+            .ok_or_else(|| self.bad_row(what, "the query returned no row"))?;
+        let bad = |col: &str| self.bad_row(what, &format!("namespace column {col}"));
+        let num = |i: usize, col: &str| -> Result<i64> {
+            int(first, i)
+                .ok()
+                .flatten()
+                .and_then(|v| i64::try_from(v).ok())
+                .ok_or_else(|| bad(col))
+        };
+        let store_now = num(0, "now")?;
+        let namespace_rec = match int(first, 1).map_err(|_| bad("version"))? {
+            None => None,
+            Some(version) => {
+                let value = super::namespace_from_columns(
+                    num(2, "slot_limit")?,
+                    num(3, "tolerance_ms")?,
+                    num(4, "not_before_ms")?,
+                    text(first, 5).map_err(|_| bad("layout"))?,
+                )
+                .map_err(|bad| self.bad_row(what, &bad))?;
+                Some(Versioned {
+                    value,
+                    version: u64::try_from(version).map_err(|_| bad("version"))?,
+                })
+            }
+        };
+        Ok((store_now, namespace_rec))
     }
 
     /// The slot record in `row` from column `at` on (`None` when the LEFT JOIN found none).
@@ -874,41 +911,7 @@ impl SlotStore for MysqlStore {
         let what = "reading a namespace snapshot";
         let ns = Value::Bytes(namespace.as_bytes().to_vec());
         let rows = self.rows(what, |s| &s.snapshot, vec![ns.clone(), ns])?;
-        let first = rows
-            .first()
-            .ok_or_else(|| self.bad_row(what, "the snapshot returned no row"))?;
-        let bad = |col: &str| self.bad_row(what, &format!("namespace column {col}"));
-        let num = |i: usize, col: &str| -> Result<i64> {
-            int(first, i)
-                .ok()
-                .flatten()
-                .and_then(|v| i64::try_from(v).ok())
-                .ok_or_else(|| bad(col))
-        };
-        let store_now = num(0, "now")?;
-        let namespace_rec = match int(first, 1).map_err(|_| bad("version"))? {
-            None => None,
-            Some(version) => {
-                let limit = num(2, "slot_limit")?;
-                let layout =
-                    match text(first, 5).map_err(|_| bad("layout"))? {
-                        Some(t) => Some(IdLayout::decode(&t).ok_or_else(|| {
-                            self.bad_row(what, &format!("namespace layout '{t}'"))
-                        })?),
-                        None => None,
-                    };
-                Some(Versioned {
-                    value: NamespaceRecord {
-                        limit: u32::try_from(limit)
-                            .map_err(|_| self.bad_row(what, &format!("namespace limit {limit}")))?,
-                        tolerance_ms: num(3, "tolerance_ms")?,
-                        not_before_ms: num(4, "not_before_ms")?,
-                        layout,
-                    },
-                    version: u64::try_from(version).map_err(|_| bad("version"))?,
-                })
-            }
-        };
+        let (store_now, namespace_rec) = self.namespace_from(what, &rows)?;
         let mut slots = Vec::with_capacity(rows.len());
         for row in &rows {
             if let Some(rec) = self.slot_from(what, row, 6)? {

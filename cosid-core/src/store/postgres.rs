@@ -31,9 +31,8 @@
 //! What PostgreSQL must be set up to keep for uniqueness to hold is in `docs/stores.md`.
 
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
-use super::{NamespaceSnapshot, SlotStore, StoreUrl, Written};
+use super::{CandidateAsk, CandidateView, NamespaceSnapshot, SlotStore, StoreUrl, Written};
 use crate::error::{Error, Result};
-use crate::lease::record::IdLayout;
 use crate::lease::{NamespaceRecord, Owner, SlotRecord, Snapshot, Versioned};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
@@ -118,6 +117,36 @@ fn snapshot_sql() -> String {
     )
 }
 
+/// The candidate view (`CandidateView`), filtered by the server in the one scan a snapshot
+/// makes: every slot row, whole only when it is not live or concerns the asker, a live one as its
+/// number alone (its other columns null); then `live` and `whole`. Free records past the covered
+/// bound come back too (a view may hold more), which saves the second pass that bound would
+/// need. $1 namespace, $2 preferred slot, $3 owner key (null: none).
+fn candidates_sql() -> String {
+    let whole_only: Vec<String> = SLOT_COLUMNS
+        .split(", ")
+        .skip(1)
+        .map(|c| {
+            format!(
+                "CASE WHEN v.whole THEN v.{} END",
+                c.trim().trim_start_matches("s.")
+            )
+        })
+        .collect();
+    format!(
+        "{CLOCK} SELECT c.now, n.version, n.slot_limit, n.tolerance_ms, n.not_before_ms, v.slot, \
+         {}, n.layout, v.live, v.whole FROM c \
+         LEFT JOIN cosid_namespace n ON n.namespace = $1 \
+         LEFT JOIN (SELECT s.*, l.live, NOT l.live \
+                    OR COALESCE(s.slot = $2 OR s.owner_key = $3 OR s.last_owner_key = $3, false) \
+                    AS whole FROM c c2 CROSS JOIN cosid_slot s \
+                    CROSS JOIN LATERAL (SELECT s.owner_key IS NOT NULL AND s.expires_at > c2.now \
+                                        AS live) l \
+                    WHERE s.namespace = $1) v ON true",
+        whole_only.join(", ")
+    )
+}
+
 fn read_slot_sql() -> String {
     format!(
         "{CLOCK} SELECT c.now, {SLOT_COLUMNS} FROM c \
@@ -160,6 +189,7 @@ macro_rules! params {
 struct Conn {
     client: Client,
     snapshot: Statement,
+    candidates: Statement,
     read_slot: Statement,
     insert_namespace: Statement,
     update_namespace: Statement,
@@ -385,6 +415,39 @@ impl PostgresStore {
         )
     }
 
+    /// The store's clock and the namespace record in the first row of a snapshot-shaped
+    /// answer (the clock in column 0, the namespace in 1 to 4 and its layout in 15).
+    fn namespace_from(
+        &self,
+        what: &str,
+        rows: &[Row],
+    ) -> Result<(i64, Option<Versioned<NamespaceRecord>>)> {
+        let first = rows
+            .first()
+            .ok_or_else(|| self.bad_row(what, "the query returned no row"))?;
+        let get_err = |e: tokio_postgres::Error| self.bad_row(what, &e.to_string());
+        let store_now: i64 = first.try_get(0).map_err(get_err)?;
+        let ns_version: Option<i64> = first.try_get(1).map_err(get_err)?;
+        let namespace_rec = match ns_version {
+            None => None,
+            Some(version) => {
+                let value = super::namespace_from_columns(
+                    first.try_get(2).map_err(get_err)?,
+                    first.try_get(3).map_err(get_err)?,
+                    first.try_get(4).map_err(get_err)?,
+                    // Column 15, after the slot's.
+                    first.try_get(15).map_err(get_err)?,
+                )
+                .map_err(|bad| self.bad_row(what, &bad))?;
+                Some(Versioned {
+                    value,
+                    version: version as u64,
+                })
+            }
+        };
+        Ok((store_now, namespace_rec))
+    }
+
     /// The slot record in `row` from column `at` on (`None` when the LEFT JOIN found none).
     fn slot_from(&self, what: &str, row: &Row, at: usize) -> Result<Option<Versioned<SlotRecord>>> {
         let get_err = |e: tokio_postgres::Error| self.bad_row(what, &e.to_string());
@@ -564,6 +627,7 @@ async fn connect(config: tokio_postgres::Config, tls: Tls) -> Result<Conn, Conne
     ensure_schema(&mut client).await?;
     Ok(Conn {
         snapshot: client.prepare(&snapshot_sql()).await?,
+        candidates: client.prepare(&candidates_sql()).await?,
         read_slot: client.prepare(&read_slot_sql()).await?,
         started_at: client.prepare(STARTED_AT).await?,
         insert_namespace: client.prepare(INSERT_NAMESPACE).await?,
@@ -925,36 +989,7 @@ impl SlotStore for PostgresStore {
     fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
         let what = "reading a namespace snapshot";
         let rows = self.query(what, |c| &c.snapshot, params![namespace.to_string()])?;
-        let first = rows
-            .first()
-            .ok_or_else(|| self.bad_row(what, "the snapshot returned no row"))?;
-        let get_err = |e: tokio_postgres::Error| self.bad_row(what, &e.to_string());
-        let store_now: i64 = first.try_get(0).map_err(get_err)?;
-        let ns_version: Option<i64> = first.try_get(1).map_err(get_err)?;
-        let namespace_rec = match ns_version {
-            None => None,
-            Some(version) => {
-                let limit: i64 = first.try_get(2).map_err(get_err)?;
-                // The last column, after the slot's.
-                let layout: Option<String> = first.try_get(15).map_err(get_err)?;
-                let layout = match layout {
-                    Some(text) => Some(IdLayout::decode(&text).ok_or_else(|| {
-                        self.bad_row(what, &format!("namespace layout '{text}'"))
-                    })?),
-                    None => None,
-                };
-                Some(Versioned {
-                    value: NamespaceRecord {
-                        limit: u32::try_from(limit)
-                            .map_err(|_| self.bad_row(what, &format!("namespace limit {limit}")))?,
-                        tolerance_ms: first.try_get(3).map_err(get_err)?,
-                        not_before_ms: first.try_get(4).map_err(get_err)?,
-                        layout,
-                    },
-                    version: version as u64,
-                })
-            }
-        };
+        let (store_now, namespace_rec) = self.namespace_from(what, &rows)?;
         let mut slots = Vec::with_capacity(rows.len());
         for row in &rows {
             if let Some(rec) = self.slot_from(what, row, 5)? {
@@ -965,6 +1000,48 @@ impl SlotStore for PostgresStore {
             namespace: namespace_rec,
             slots: Snapshot { store_now, slots },
         })
+    }
+
+    fn candidates(&self, namespace: &str, ask: &CandidateAsk<'_>) -> Result<CandidateView> {
+        let what = "reading the candidate slots";
+        let preferred = ask.preferred_slot.and_then(|p| i32::try_from(p).ok());
+        let rows = self.query(
+            what,
+            |c| &c.candidates,
+            params![
+                namespace.to_string(),
+                preferred,
+                ask.owner_key.map(String::from)
+            ],
+        )?;
+        let (store_now, namespace_rec) = self.namespace_from(what, &rows)?;
+        let get_err = |e: tokio_postgres::Error| self.bad_row(what, &e.to_string());
+        let mut view = CandidateView {
+            namespace: namespace_rec,
+            store_now,
+            live: Vec::new(),
+            covered_below: 0,
+            records: Vec::new(),
+        };
+        for row in &rows {
+            let Some(slot) = row.try_get::<_, Option<i32>>(5).map_err(get_err)? else {
+                continue;
+            };
+            if row.try_get::<_, bool>(16).map_err(get_err)? {
+                view.live.push(
+                    u32::try_from(slot)
+                        .map_err(|_| self.bad_row(what, &format!("slot {slot} is negative")))?,
+                );
+            }
+            if row.try_get::<_, bool>(17).map_err(get_err)? {
+                view.records.extend(self.slot_from(what, row, 5)?);
+            }
+        }
+        view.covered_below = view
+            .namespace
+            .as_ref()
+            .map_or(0, |n| ask.covered_below(n.value.limit, view.live.len()));
+        Ok(view)
     }
 
     fn cas_namespace(

@@ -39,7 +39,7 @@
 mod cluster;
 
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
-use super::{codec, NamespaceSnapshot, SlotStore, StoreUrl, Written};
+use super::{codec, CandidateAsk, CandidateView, NamespaceSnapshot, SlotStore, StoreUrl, Written};
 use crate::error::{Error, Result};
 use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
 use redis::aio::MultiplexedConnection;
@@ -91,6 +91,51 @@ local slots = table.concat(redis.call('HVALS', KEYS[2]), '\n')
 return {t[1], t[2], redis.call('GET', KEYS[1]), slots}
 "#;
 
+/// The candidate view (`CandidateView`), filtered here so that its reply does not grow with the
+/// live leases: their slot numbers only, whole records only for the asker's key, the preferred
+/// slot and the free slots below the covered bound. Each record is read by its fixed head (the
+/// codec writes `slot`, `fence`, `expires_at` first) and two plain searches; one the head does
+/// not match comes back whole, for the client's decoder to name. KEYS: ns, slots. ARGV: '1'
+/// when asked by key ('' otherwise), the percent-encoded key, the preferred slot (''),
+/// free_min, free_per_live. Returns {sec, usec, ns value or nil, live slots joined by ',',
+/// covered bound, whole records joined by newlines}.
+const CANDIDATES: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ns = redis.call('GET', KEYS[1])
+local limit = 0
+if ns then limit = tonumber(string.match(ns, ' limit=(%d+)')) or 0 end
+local own, last
+if ARGV[1] == '1' then
+  own = ' owner_key=' .. ARGV[2] .. ' '
+  last = ' last_owner_key=' .. ARGV[2]
+end
+local pref = tonumber(ARGV[3])
+local live, whole, free = {}, {}, {}
+for _, v in ipairs(redis.call('HVALS', KEYS[2])) do
+  local slot, exp = string.match(v, '^%d+|cosid%-slot/1 slot=(%d+) fence=%d+ expires_at=(%-?%d+) ')
+  slot = tonumber(slot)
+  if not slot then
+    whole[#whole + 1] = v
+  else
+    local held = string.find(v, ' owner_key=', 1, true) ~= nil and tonumber(exp) > now
+    if held then live[#live + 1] = slot end
+    if slot == pref or (own and (string.find(v, own, 1, true) or string.sub(v, -#last) == last)) then
+      whole[#whole + 1] = v
+    elseif not held then
+      free[#free + 1] = {slot, v}
+    end
+  end
+end
+local wanted = tonumber(ARGV[4]) + tonumber(ARGV[5]) * #live
+local covered = 0
+if wanted > 0 then covered = math.min(limit, wanted + #live) end
+for _, f in ipairs(free) do
+  if f[1] < covered then whole[#whole + 1] = f[2] end
+end
+return {t[1], t[2], ns, table.concat(live, ','), string.format('%d', covered), table.concat(whole, '\n')}
+"#;
+
 /// KEYS: slots. ARGV: slot. Returns {sec, usec, slot value or nil}.
 const READ_SLOT: &str = r#"
 local t = redis.call('TIME')
@@ -123,6 +168,7 @@ return {v, t[1], t[2]}
 
 struct Scripts {
     snapshot: Script,
+    candidates: Script,
     read_slot: Script,
     cas_namespace: Script,
     cas_slot: Script,
@@ -553,6 +599,7 @@ impl RedisStore {
                 target,
                 scripts: Scripts {
                     snapshot: Script::new(SNAPSHOT),
+                    candidates: Script::new(CANDIDATES),
                     read_slot: Script::new(READ_SLOT),
                     cas_namespace: Script::new(&format!("{NEXT_VERSION}{CAS_NAMESPACE}")),
                     cas_slot: Script::new(&format!("{NEXT_VERSION}{CAS_SLOT}")),
@@ -730,6 +777,44 @@ impl RedisStore {
                 "{place} does not hold VERSION|RECORD; was it written by another program?"
             ))),
         }
+    }
+
+    /// The namespace record in a script's reply: nil, or `VERSION|RECORD`.
+    fn namespace_value(
+        &self,
+        what: &str,
+        k: &Keys,
+        ns: &Value,
+    ) -> Result<Option<Versioned<NamespaceRecord>>> {
+        match ns {
+            Value::Nil => Ok(None),
+            Value::BulkString(raw) => {
+                let place = self.place(&k.ns);
+                let (version, line) = self.split_versioned(raw, &place)?;
+                Ok(Some(Versioned {
+                    value: codec::decode_namespace(line, &place)?,
+                    version,
+                }))
+            }
+            other => Err(self.malformed(what, other)),
+        }
+    }
+
+    /// Slot records in a script's reply: `VERSION|RECORD` values joined by newlines.
+    fn joined_slots(
+        &self,
+        what: &str,
+        k: &Keys,
+        joined: &Value,
+    ) -> Result<Vec<Versioned<SlotRecord>>> {
+        let Value::BulkString(joined) = joined else {
+            return Err(self.malformed(what, joined));
+        };
+        joined
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|raw| self.decode_slot(k, None, raw))
+            .collect()
     }
 
     fn store_now(&self, what: &str, sec: &Value, usec: &Value) -> Result<i64> {
@@ -937,33 +1022,62 @@ impl SlotStore for RedisStore {
         let [sec, usec, ns, slots] = parts.as_slice() else {
             return Err(self.malformed(what, &reply));
         };
-        let store_now = self.store_now(what, sec, usec)?;
-        let namespace_rec = match ns {
-            Value::Nil => None,
-            Value::BulkString(raw) => {
-                let place = self.place(&k.ns);
-                let (version, line) = self.split_versioned(raw, &place)?;
-                Some(Versioned {
-                    value: codec::decode_namespace(line, &place)?,
-                    version,
-                })
-            }
-            other => return Err(self.malformed(what, other)),
-        };
-        let joined: &[u8] = match slots {
-            Value::BulkString(b) => b,
-            other => return Err(self.malformed(what, other)),
-        };
-        let mut records = Vec::new();
-        for raw in joined.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-            records.push(self.decode_slot(&k, None, raw)?);
-        }
         Ok(NamespaceSnapshot {
-            namespace: namespace_rec,
+            namespace: self.namespace_value(what, &k, ns)?,
             slots: Snapshot {
-                store_now,
-                slots: records,
+                store_now: self.store_now(what, sec, usec)?,
+                slots: self.joined_slots(what, &k, slots)?,
             },
+        })
+    }
+
+    fn candidates(&self, namespace: &str, ask: &CandidateAsk<'_>) -> Result<CandidateView> {
+        let what = "reading the candidate slots";
+        let k = keys(namespace);
+        let reply = self.call(
+            what,
+            |s| &s.candidates,
+            false,
+            vec![k.ns.clone(), k.slots.clone()],
+            vec![
+                if ask.owner_key.is_some() { "1" } else { "" }.to_string(),
+                ask.owner_key.map(codec::encode_key).unwrap_or_default(),
+                ask.preferred_slot
+                    .map(|p| p.to_string())
+                    .unwrap_or_default(),
+                ask.free_min.to_string(),
+                ask.free_per_live.to_string(),
+            ],
+        )?;
+        let Value::Array(parts) = &reply else {
+            return Err(self.malformed(what, &reply));
+        };
+        let [sec, usec, ns, live, covered, whole] = parts.as_slice() else {
+            return Err(self.malformed(what, &reply));
+        };
+        let number = |v: &Value| -> Option<String> {
+            match v {
+                Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+                _ => None,
+            }
+        };
+        let live = number(live)
+            .and_then(|text| {
+                text.split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(|s| s.parse::<u32>().ok())
+                    .collect::<Option<Vec<u32>>>()
+            })
+            .ok_or_else(|| self.malformed(what, &reply))?;
+        let covered_below = number(covered)
+            .and_then(|text| text.parse::<u32>().ok())
+            .ok_or_else(|| self.malformed(what, &reply))?;
+        Ok(CandidateView {
+            namespace: self.namespace_value(what, &k, ns)?,
+            store_now: self.store_now(what, sec, usec)?,
+            live,
+            covered_below,
+            records: self.joined_slots(what, &k, whole)?,
         })
     }
 

@@ -24,7 +24,7 @@
 //! Thread-safe: one connection per store behind a mutex; each primitive holds it for its one
 //! transaction.
 
-use super::{NamespaceSnapshot, SlotStore, Written};
+use super::{CandidateAsk, CandidateView, NamespaceSnapshot, SlotStore, Written};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{Error, Result};
 use crate::lease::record::IdLayout;
@@ -138,6 +138,14 @@ impl fmt::Debug for SqliteStore {
 /// One namespace row as stored: version, limit, tolerance, not-before, layout.
 type NamespaceRow = (i64, i64, i64, i64, Option<String>);
 
+/// What one read of a namespace returns: its record, the live slots (when asked for a
+/// candidate view) and slot records.
+type NamespaceRead = (
+    Option<Versioned<NamespaceRecord>>,
+    Vec<u32>,
+    Vec<Versioned<SlotRecord>>,
+);
+
 /// One slot row as stored, before it is checked.
 struct SlotRow {
     slot: i64,
@@ -190,6 +198,87 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The namespace record, the live slots (with `ask`) and the slot records, in one
+    /// transaction: every record (no `ask`: a snapshot), or those of the candidate view `ask`
+    /// wants, filtered by the query.
+    fn read_namespace(
+        &self,
+        namespace: &str,
+        store_now: i64,
+        ask: Option<&CandidateAsk<'_>>,
+    ) -> Result<NamespaceRead> {
+        const LIVE: &str = "owner_key IS NOT NULL AND expires_at > ?2";
+        let doing = format!("reading namespace '{namespace}'");
+        let fail = |e| self.fail(&doing, e);
+        let (ns_row, live, rows) = crate::fork::gate(|| {
+            self.with_conn(|conn| {
+                let tx = conn.transaction().map_err(fail)?;
+                let ns_row: Option<NamespaceRow> = tx
+                    .query_row(SELECT_NAMESPACE, [namespace], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                    })
+                    .optional()
+                    .map_err(fail)?;
+                let mut live = Vec::new();
+                let rows = match ask {
+                    None => tx
+                        .prepare_cached(&format!(
+                            "SELECT {SLOT_COLUMNS} FROM cosid_slot WHERE namespace = ?1 ORDER BY slot"
+                        ))
+                        .and_then(|mut stmt| {
+                            stmt.query_map([namespace], SlotRow::from_row)?
+                                .collect::<rusqlite::Result<Vec<_>>>()
+                        })
+                        .map_err(fail)?,
+                    Some(ask) => {
+                        live = tx
+                            .prepare_cached(&format!(
+                                "SELECT slot FROM cosid_slot WHERE namespace = ?1 AND {LIVE}"
+                            ))
+                            .and_then(|mut stmt| {
+                                stmt.query_map(params![namespace, store_now], |r| r.get(0))?
+                                    .collect::<rusqlite::Result<Vec<u32>>>()
+                            })
+                            .map_err(fail)?;
+                        let covered = ns_row.as_ref().map_or(0, |row| {
+                            ask.covered_below(u32::try_from(row.1).unwrap_or(0), live.len())
+                        });
+                        tx.prepare_cached(&format!(
+                            "SELECT {SLOT_COLUMNS} FROM cosid_slot WHERE namespace = ?1 AND \
+                             (slot = ?3 OR owner_key = ?4 OR last_owner_key = ?4 \
+                              OR (slot < ?5 AND NOT ({LIVE}))) ORDER BY slot"
+                        ))
+                        .and_then(|mut stmt| {
+                            stmt.query_map(
+                                params![
+                                    namespace,
+                                    store_now,
+                                    ask.preferred_slot,
+                                    ask.owner_key,
+                                    covered
+                                ],
+                                SlotRow::from_row,
+                            )?
+                            .collect::<rusqlite::Result<Vec<_>>>()
+                        })
+                        .map_err(fail)?
+                    }
+                };
+                tx.commit().map_err(fail)?;
+                Ok((ns_row, live, rows))
+            })
+        })?;
+        Ok((
+            ns_row
+                .map(|row| self.decode_namespace(namespace, row))
+                .transpose()?,
+            live,
+            rows.into_iter()
+                .map(|row| self.decode_slot(namespace, row))
+                .collect::<Result<_>>()?,
+        ))
     }
 
     /// Runs `f` on the connection to the file the path names now. A file deleted or replaced
@@ -615,44 +704,25 @@ impl SlotStore for SqliteStore {
     }
 
     fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
-        let doing = format!("reading namespace '{namespace}'");
         let store_now = self.clock.now_ms();
-        let (ns_row, rows) = crate::fork::gate(|| {
-            self.with_conn(|conn| {
-                let tx = conn.transaction().map_err(|e| self.fail(&doing, e))?;
-                let ns_row = tx
-                    .query_row(SELECT_NAMESPACE, [namespace], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-                    })
-                    .optional()
-                    .map_err(|e| self.fail(&doing, e))?;
-                let rows = {
-                    let mut stmt = tx
-                        .prepare_cached(&format!(
-                    "SELECT {SLOT_COLUMNS} FROM cosid_slot WHERE namespace = ?1 ORDER BY slot"
-                ))
-                        .map_err(|e| self.fail(&doing, e))?;
-                    let rows = stmt
-                        .query_map([namespace], SlotRow::from_row)
-                        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-                        .map_err(|e| self.fail(&doing, e))?;
-                    rows
-                };
-                tx.commit().map_err(|e| self.fail(&doing, e))?;
-                Ok((ns_row, rows))
-            })
-        })?;
+        let (namespace_rec, _, slots) = self.read_namespace(namespace, store_now, None)?;
         Ok(NamespaceSnapshot {
-            namespace: ns_row
-                .map(|row| self.decode_namespace(namespace, row))
-                .transpose()?,
-            slots: Snapshot {
-                store_now,
-                slots: rows
-                    .into_iter()
-                    .map(|row| self.decode_slot(namespace, row))
-                    .collect::<Result<_>>()?,
-            },
+            namespace: namespace_rec,
+            slots: Snapshot { store_now, slots },
+        })
+    }
+
+    fn candidates(&self, namespace: &str, ask: &CandidateAsk<'_>) -> Result<CandidateView> {
+        let store_now = self.clock.now_ms();
+        let (namespace, live, records) = self.read_namespace(namespace, store_now, Some(ask))?;
+        Ok(CandidateView {
+            covered_below: namespace
+                .as_ref()
+                .map_or(0, |n| ask.covered_below(n.value.limit, live.len())),
+            namespace,
+            store_now,
+            live,
+            records,
         })
     }
 

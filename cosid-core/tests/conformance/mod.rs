@@ -44,7 +44,7 @@ use cosid_core::lease::{
     Renewal, SlotLease, SlotRecord, Terms, Versioned,
 };
 use cosid_core::store::hooked::{Call, Hook, Hooked, Reply};
-use cosid_core::store::{SharedStore, SlotStore, StoreUrl};
+use cosid_core::store::{CandidateAsk, CandidateView, SharedStore, SlotStore, StoreUrl};
 use cosid_core::{Clock, ErrorKind, Layout, ManualClock, TimeUnit};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,6 +67,10 @@ macro_rules! conformance_suite {
             concurrent_cas_on_one_slot_has_exactly_one_winner,
             writes_are_visible_through_another_handle,
             describe_is_a_store_url,
+            candidate_view_of_an_unknown_namespace_has_the_clock_only,
+            candidate_view_is_the_filtered_namespace,
+            candidate_view_of_a_busy_namespace_leaves_the_others_records_out,
+            an_acquisition_reads_one_view_and_writes_once,
             open_namespace_records_limit_and_tolerance,
             namespace_limit_mismatch_is_refused_naming_both_values,
             namespace_tolerance_mismatch_is_refused_naming_both_values,
@@ -231,7 +235,7 @@ fn held(owner: &Owner, slot: u32, fence: u64) -> SlotRecord {
 #[derive(Debug, Default)]
 pub struct Counting {
     /// One count per primitive, in the order of `Call::NAMES`.
-    calls: [AtomicU64; 5],
+    calls: [AtomicU64; 6],
 }
 
 /// The primitives called through a [`Counting`] store since the last look.
@@ -242,12 +246,18 @@ pub struct Calls {
     pub read_slot: u64,
     pub cas_slot: u64,
     pub cas_slot_timed: u64,
+    pub candidates: u64,
 }
 
 impl Calls {
     /// Round trips: every primitive is one.
     pub fn total(&self) -> u64 {
-        self.snapshot + self.cas_namespace + self.read_slot + self.cas_slot + self.cas_slot_timed
+        self.snapshot
+            + self.cas_namespace
+            + self.read_slot
+            + self.cas_slot
+            + self.cas_slot_timed
+            + self.candidates
     }
 }
 
@@ -266,6 +276,7 @@ impl Counting {
             read_slot: n(2),
             cas_slot: n(3),
             cas_slot_timed: n(4),
+            candidates: n(5),
         }
     }
 }
@@ -605,6 +616,213 @@ pub fn describe_is_a_store_url(open: Open) {
     if let Err(e) = StoreUrl::parse(&described) {
         panic!("describe() gave '{described}', not a store URL: {e}");
     }
+}
+
+// ----------------------------------------------------------------------------------------------
+// The candidate view (what an acquisition reads)
+// ----------------------------------------------------------------------------------------------
+
+/// What a store's candidate view must hold, checked against a snapshot read just before: the
+/// same namespace record, the live slots exactly, every whole record it returns as stored, and
+/// every record the filter wants ([`CandidateView::filtered`] over the snapshot, at the view's
+/// clock). Nothing may write the namespace meanwhile. Returns the view.
+pub fn check_candidate_view(
+    store: &SharedStore,
+    ns: &str,
+    ask: &CandidateAsk<'_>,
+) -> CandidateView {
+    let snap = store.snapshot(ns).unwrap();
+    let view = store.candidates(ns, ask).unwrap();
+    assert_eq!(view.namespace, snap.namespace, "the namespace record");
+    assert!(
+        view.store_now >= snap.slots.store_now,
+        "the view's clock {} runs on from the snapshot's {}",
+        view.store_now,
+        snap.slots.store_now
+    );
+    let wanted = CandidateView::filtered(
+        snap.namespace,
+        view.store_now,
+        snap.slots.slots.clone(),
+        ask,
+    );
+    let sorted = |mut v: Vec<u32>| {
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(
+        sorted(view.live.clone()),
+        sorted(wanted.live.clone()),
+        "the live slots"
+    );
+    assert!(
+        view.covered_below >= wanted.covered_below,
+        "covers {} slots, at least {} wanted",
+        view.covered_below,
+        wanted.covered_below
+    );
+    for r in &view.records {
+        assert!(snap.slots.slots.contains(r), "returned as stored: {r:?}");
+    }
+    for r in &wanted.records {
+        assert!(view.records.contains(r), "the view leaves out {r:?}");
+    }
+    for r in &snap.slots.slots {
+        if r.value.slot < view.covered_below && !view.live.contains(&r.value.slot) {
+            assert!(view.records.contains(r), "covered but left out: {r:?}");
+        }
+    }
+    view
+}
+
+/// A namespace never written: no record, nothing covered, the store's clock.
+pub fn candidate_view_of_an_unknown_namespace_has_the_clock_only(open: Open) {
+    let store = open();
+    let ns = unique_namespace("view-unknown");
+    let ask = CandidateAsk {
+        owner_key: Some("k"),
+        preferred_slot: Some(3),
+        free_min: 64,
+        free_per_live: 2,
+    };
+    let view = check_candidate_view(&store, &ns, &ask);
+    assert_eq!(view.namespace, None);
+    assert_eq!(view.covered_below, 0);
+    assert!(view.live.is_empty() && view.records.is_empty());
+    assert!(
+        view.store_now > 1_600_000_000_000,
+        "a clock in ms: {}",
+        view.store_now
+    );
+}
+
+/// Plants every kind of record a view sorts (live and expired, released with and without the
+/// asker's key as last owner, the asker's key held by another incarnation, records past a
+/// narrow covered range) in a namespace of 128 slots; returns the namespace.
+fn plant_view_records(store: &SharedStore, case: &str) -> String {
+    let ns = unique_namespace(case);
+    client(store, &ns, 7, LONG).open_namespace().unwrap();
+    let now = store_clock(store, &ns);
+    let plant = |slot: u32, owner: Option<&str>, last: Option<&str>, expires_at: i64| {
+        let rec = SlotRecord {
+            owner: owner.map(Owner::new),
+            last_owner_key: last.map(String::from),
+            fence: 1,
+            expires_at,
+            floor: 5,
+            ceiling: expires_at.max(5),
+            next_floor: expires_at.max(5),
+            ..SlotRecord::vacant(slot)
+        };
+        assert!(store.cas_slot(&ns, None, &rec).unwrap().is_some());
+    };
+    plant(0, Some("other"), Some("other"), now + 3_600_000);
+    plant(1, Some("other"), Some("other"), now - 1_000);
+    plant(2, None, Some("other"), now - 1_000);
+    plant(3, None, Some("me"), now - 1_000);
+    plant(5, Some("me"), Some("me"), now + 3_600_000);
+    plant(40, None, Some("stranger"), 0);
+    plant(41, Some("stranger"), Some("stranger"), now + 3_600_000);
+    plant(50, None, Some("me"), 0);
+    plant(60, Some("x y=z"), None, now - 5);
+    ns
+}
+
+/// A view asked for a few free slots covers them and leaves out the records of free slots past
+/// them, but still returns every record of the asker's key and the preferred slot's.
+pub fn candidate_view_is_the_filtered_namespace(open: Open) {
+    let store = open();
+    let ns = plant_view_records(&store, "view-filtered");
+    for ask in [
+        CandidateAsk {
+            owner_key: Some("me"),
+            preferred_slot: Some(60),
+            free_min: 3,
+            free_per_live: 0,
+        },
+        CandidateAsk {
+            owner_key: Some("me"),
+            preferred_slot: None,
+            free_min: 64,
+            free_per_live: 2,
+        },
+        CandidateAsk {
+            owner_key: Some("x y=z"),
+            preferred_slot: Some(127),
+            free_min: 1,
+            free_per_live: 1,
+        },
+        CandidateAsk::NAMESPACE_ONLY,
+    ] {
+        let view = check_candidate_view(&store, &ns, &ask);
+        assert_eq!(view.namespace.map(|n| n.value.limit), Some(128), "{ask:?}");
+    }
+}
+
+/// A namespace of 1024 slots where 200 runtimes of other keys hold a slot each.
+fn busy_namespace(store: &SharedStore, case: &str) -> (LeaseClient, String) {
+    let ns = unique_namespace(case);
+    let c = client(store, &ns, 10, LONG);
+    for i in 0..200 {
+        acquire(&c, &Owner::new(format!("busy-{i}")));
+    }
+    (c, ns)
+}
+
+/// What a starter of a key new to the namespace asks on its first attempt.
+const NEWCOMER_ASK: CandidateAsk<'static> = CandidateAsk {
+    owner_key: Some("newcomer"),
+    preferred_slot: None,
+    free_min: 64,
+    free_per_live: 2,
+};
+
+/// For a store that filters its candidate view on its side (not part of the suite: the
+/// provided view, every record, is a valid answer too). Among 200 live leases of others, the
+/// view a newcomer asks for covers `64 + 3 × 200` slots and returns none of their records.
+pub fn candidate_view_is_filtered_by_the_store(open: Open) {
+    let store = open();
+    let (_, ns) = busy_namespace(&store, "view-by-the-store");
+    let view = check_candidate_view(&store, &ns, &NEWCOMER_ASK);
+    assert_eq!(view.live.len(), 200);
+    assert_eq!(view.covered_below, 664);
+    assert_eq!(view.records, [], "no record is wanted whole");
+}
+
+/// 200 live leases of others: a view asked for the asker's records and a few free slots names
+/// the live slots, and an acquisition through it takes a slot that was free.
+pub fn candidate_view_of_a_busy_namespace_leaves_the_others_records_out(open: Open) {
+    let store = open();
+    let (c, ns) = busy_namespace(&store, "view-busy");
+    let view = check_candidate_view(&store, &ns, &NEWCOMER_ASK);
+    assert_eq!(view.live.len(), 200);
+    let newcomer = acquire(&c, &Owner::new("newcomer")).lease;
+    assert!(
+        !view.live.contains(&newcomer.slot),
+        "slot {} was live",
+        newcomer.slot
+    );
+}
+
+/// An acquisition in a namespace that is open reads the namespace once (a candidate view) and
+/// writes once.
+pub fn an_acquisition_reads_one_view_and_writes_once(open: Open) {
+    let store = open();
+    let counting = Counting::wrap(store.clone());
+    let ns = unique_namespace("view-trips");
+    let c = client(&(counting.clone() as SharedStore), &ns, 8, LONG);
+    c.open_namespace().unwrap();
+    acquire(&c, &Owner::new("first"));
+    counting.take();
+    acquire(&c, &Owner::new("second"));
+    assert_eq!(
+        counting.take(),
+        Calls {
+            candidates: 1,
+            cas_slot: 1,
+            ..Calls::default()
+        }
+    );
 }
 
 // ----------------------------------------------------------------------------------------------

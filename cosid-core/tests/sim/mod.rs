@@ -127,7 +127,9 @@ impl Hook for Recorder {
                     ..w
                 })))
             }
-            Call::Snapshot { .. } | Call::CasNamespace { .. } => call.on(inner),
+            Call::Snapshot { .. } | Call::CasNamespace { .. } | Call::Candidates { .. } => {
+                call.on(inner)
+            }
         }
     }
 }
