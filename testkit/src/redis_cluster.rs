@@ -19,15 +19,14 @@
 //! every wait is bounded.
 
 use super::redis_ha::complete;
-use super::{binary, free_port, register, spawn_tied, tail, unregister, Kind, NEXT_ID};
-use super::{READY_TIMEOUT, REDIS_SERVER_ARGS};
+use super::REDIS_SERVER_ARGS;
+use super::{binary, free_port, logs_of, wait_until, Kind, Spawned, NEXT_ID};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The password of every node of a [`RedisCluster`]: a test fixture, not a secret.
 pub const CLUSTER_PASSWORD: &str = "pw-of-the-test-cluster";
@@ -41,13 +40,11 @@ const NODES: usize = 3;
 /// One cluster node, killed (and its directory removed) on drop.
 #[derive(Debug)]
 struct Node {
-    id: u64,
     port: u16,
     bus_port: u16,
     /// The node's cluster id (`CLUSTER MYID`).
     node_id: String,
-    dir: PathBuf,
-    child: Child,
+    process: Spawned,
 }
 
 impl Node {
@@ -58,66 +55,40 @@ impl Node {
             "cosid-testkit-{}-{id}-cluster-node",
             std::process::id()
         ));
-        std::fs::create_dir_all(&dir)
-            .unwrap_or_else(|e| panic!("cosid-testkit: cannot create {}: {e}", dir.display()));
-        register(id, None, &dir);
-        let log = dir.join("server.log");
-        let out = std::fs::File::create(&log).expect("cosid-testkit: cluster node log");
-        let mut cmd = Command::new(binary(Kind::Redis));
-        cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--cluster-enabled", "yes"])
-            .args(["--cluster-port", &bus_port.to_string()])
-            .args(["--cluster-config-file", "nodes.conf"])
-            // Long: no test fails a node over, and a killed node must stay named as the owner
-            // by the others for as long as a test looks.
-            .args(["--cluster-node-timeout", "30000"])
-            .arg("--dir")
-            .arg(&dir)
-            .args(REDIS_SERVER_ARGS)
-            .args(["--requirepass", CLUSTER_PASSWORD])
-            .args(["--masterauth", CLUSTER_PASSWORD])
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log"))
-            .stderr(out);
-        let child = spawn_tied(cmd)
-            .unwrap_or_else(|e| panic!("cosid-testkit: cannot start a cluster node: {e}"));
-        register(id, Some(child.id()), &dir);
-        let mut node = Node {
+        let process = Spawned::start(
             id,
-            port,
-            bus_port,
-            node_id: String::new(),
             dir,
-            child,
-        };
-        let deadline = Instant::now() + READY_TIMEOUT;
-        while !command(port, &["PING"]).is_some_and(|r| r.starts_with(b"+PONG")) {
-            let exited = matches!(node.child.try_wait(), Ok(Some(_)));
-            if exited || Instant::now() > deadline {
-                panic!(
-                    "cosid-testkit: the cluster node on port {port} did not start; its log:\n{}",
-                    tail(&log)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        node.node_id = text(&command(port, &["CLUSTER", "MYID"]).expect("CLUSTER MYID"))
+            &format!("the cluster node on port {port}"),
+            |dir| {
+                let mut cmd = Command::new(binary(Kind::Redis));
+                cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+                    .args(["--cluster-enabled", "yes"])
+                    .args(["--cluster-port", &bus_port.to_string()])
+                    .args(["--cluster-config-file", "nodes.conf"])
+                    // Long: no test fails a node over, and a killed node must stay named as the
+                    // owner by the others for as long as a test looks.
+                    .args(["--cluster-node-timeout", "30000"])
+                    .arg("--dir")
+                    .arg(dir)
+                    .args(REDIS_SERVER_ARGS)
+                    .args(["--requirepass", CLUSTER_PASSWORD])
+                    .args(["--masterauth", CLUSTER_PASSWORD]);
+                cmd
+            },
+            || command(port, &["PING"]).is_some_and(|r| r.starts_with(b"+PONG")),
+        );
+        let node_id = text(&command(port, &["CLUSTER", "MYID"]).expect("CLUSTER MYID"))
             .lines()
             .nth(1)
             .unwrap_or_default()
             .to_string();
-        assert_eq!(node.node_id.len(), 40, "cosid-testkit: CLUSTER MYID");
-        node
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-        unregister(self.id);
+        assert_eq!(node_id.len(), 40, "cosid-testkit: CLUSTER MYID");
+        Node {
+            port,
+            bus_port,
+            node_id,
+            process,
+        }
     }
 }
 
@@ -357,19 +328,17 @@ impl RedisCluster {
     /// Kills the node on `port` with `SIGKILL` (the other nodes keep naming it as the owner of
     /// its slots until the cluster's node timeout, 30 s, passes).
     pub fn kill_node(&self, port: u16) {
-        let pid = self.node(port).child.id();
+        let pid = self.node(port).process.child.id();
         // The child is reaped when the node is dropped.
         unsafe {
             libc::kill(pid as libc::pid_t, libc::SIGKILL);
         }
-        let deadline = Instant::now() + READY_TIMEOUT;
-        while command(port, &["PING"]).is_some() {
-            assert!(
-                Instant::now() < deadline,
-                "cosid-testkit: node {port} still answers"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until(
+            &format!("node {port} stops answering"),
+            Duration::from_millis(20),
+            || command(port, &["PING"]).is_none(),
+            String::new,
+        );
     }
 
     /// How many `ASK` or `MOVED` (`code`) replies the node on `port` has sent since it started
@@ -390,29 +359,11 @@ impl RedisCluster {
     }
 
     /// Polls `done` every 50 ms until it holds, or panics naming `what` after
-    /// [`READY_TIMEOUT`] with the nodes' logs.
-    fn wait_until(&self, what: &str, mut done: impl FnMut() -> bool) {
-        let deadline = Instant::now() + READY_TIMEOUT;
-        while !done() {
-            if Instant::now() > deadline {
-                let logs: Vec<String> = self
-                    .nodes
-                    .iter()
-                    .map(|n| {
-                        format!(
-                            "node on port {}:\n{}",
-                            n.port,
-                            tail(&n.dir.join("server.log"))
-                        )
-                    })
-                    .collect();
-                panic!(
-                    "cosid-testkit: not done within {READY_TIMEOUT:?}: {what}\n{}",
-                    logs.join("\n")
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+    /// `READY_TIMEOUT` with the nodes' logs.
+    fn wait_until(&self, what: &str, done: impl FnMut() -> bool) {
+        wait_until(what, Duration::from_millis(50), done, || {
+            logs_of("node", self.nodes.iter().map(|n| (n.port, &n.process)))
+        });
     }
 }
 
