@@ -15,10 +15,11 @@ use cosid_core::lease::{AcquireRequest, Owner, Renewal};
 use cosid_core::store::sqlite::SqliteStore;
 use cosid_core::store::{self, SharedStore, SlotStore};
 use cosid_core::{ErrorKind, ManualClock};
+use cosid_testkit::race::at_once;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Barrier, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 static SHARED_DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -195,18 +196,11 @@ fn connections_of_one_process_get_distinct_slots() {
     let db = dir.path().join("slots.db");
     let ns = unique_namespace("connections");
     const N: usize = 16;
-    let barrier = Arc::new(Barrier::new(N));
-    let threads: Vec<_> = (0..N)
-        .map(|i| {
-            let (db, ns, barrier) = (db.clone(), ns.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                let c = client(&open(&db), &ns, 4, LONG);
-                barrier.wait();
-                acquire(&c, &Owner::new(format!("t{i}"))).lease.slot
-            })
-        })
-        .collect();
-    let slots: HashSet<u32> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let slots: HashSet<u32> = HashSet::from_iter(at_once(N, move |i, go| {
+        let c = client(&open(&db), &ns, 4, LONG);
+        go.wait();
+        acquire(&c, &Owner::new(format!("t{i}"))).lease.slot
+    }));
     assert_eq!(slots, (0..N as u32).collect());
 }
 
@@ -222,26 +216,19 @@ fn sixteen_threads_create_the_schema_at_once() {
     let db = dir.path().join("not/yet/there/slots.db");
     let ns = unique_namespace("schema-race");
     const N: usize = 16;
-    let barrier = Arc::new(Barrier::new(N));
-    let threads: Vec<_> = (0..N)
-        .map(|i| {
-            let (db, ns, barrier) = (db.clone(), ns.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                barrier.wait();
-                let store: SharedStore = Arc::new(SqliteStore::open(&db)?);
-                let c = client(&store, &ns, 4, LONG);
-                c.acquire(&request(&Owner::new(format!("t{i}"))))
-                    .map(|a| a.lease.slot)
-            })
+    let results = {
+        let db = db.clone();
+        at_once(N, move |i, go| {
+            go.wait();
+            let store: SharedStore = Arc::new(SqliteStore::open(&db)?);
+            let c = client(&store, &ns, 4, LONG);
+            c.acquire(&request(&Owner::new(format!("t{i}"))))
+                .map(|a| a.lease.slot)
         })
-        .collect();
-    let slots: HashSet<u32> = threads
+    };
+    let slots: HashSet<u32> = results
         .into_iter()
-        .map(|t| {
-            t.join()
-                .unwrap()
-                .unwrap_or_else(|e| panic!("every opener succeeds: {e}"))
-        })
+        .map(|r| r.unwrap_or_else(|e| panic!("every opener succeeds: {e}")))
         .collect();
     assert_eq!(slots, (0..N as u32).collect());
     let rows: i64 = query(

@@ -26,6 +26,7 @@
 
 pub mod etcd_cluster;
 pub mod pg_standby;
+pub mod race;
 pub mod redis_cluster;
 pub mod redis_ha;
 
