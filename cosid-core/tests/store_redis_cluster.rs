@@ -62,6 +62,16 @@ fn renewed(c: &cosid_core::lease::LeaseClient, lease: &SlotLease) -> SlotLease {
     }
 }
 
+/// A node of the cluster other than the one on `port` (the tests that take a slot's owner
+/// away need a second node to talk to).
+fn another_node(cluster: &RedisCluster, port: u16) -> u16 {
+    *cluster
+        .ports()
+        .iter()
+        .find(|p| **p != port)
+        .expect("another node")
+}
+
 /// The hash slot of a namespace, as the cluster computes it for each of its keys (they must
 /// agree: a script may only touch keys of one slot).
 fn slot_of(cluster: &RedisCluster, ns: &str) -> u16 {
@@ -312,11 +322,7 @@ fn a_redirection_loop_is_a_store_error_naming_the_chain() {
     let ns = unique_namespace("loop");
     let slot = slot_of(&cluster, &ns);
     let owner = cluster.owner(slot);
-    let other = *cluster
-        .ports()
-        .iter()
-        .find(|p| **p != owner)
-        .expect("another node");
+    let other = another_node(&cluster, owner);
     // The owner hands the slot to the other node, which is never told: each now answers MOVED
     // naming the other.
     let other_id = {
@@ -390,11 +396,7 @@ fn an_unreachable_owner_is_forgotten_and_the_seeds_asked_again() {
     let ns = unique_namespace("dead-owner");
     let slot = slot_of(&cluster, &ns);
     let owner = cluster.owner(slot);
-    let seed = *cluster
-        .ports()
-        .iter()
-        .find(|p| **p != owner)
-        .expect("another node");
+    let seed = another_node(&cluster, owner);
     cluster.kill_node(owner);
     let store = open(
         &format!("redis+cluster://:{CLUSTER_PASSWORD}@127.0.0.1:{seed}/0"),
