@@ -14,7 +14,7 @@
 //! (`COSID_BENCH_STORES=memory,sqlite,redis` for some stores, `COSID_STORM_SIZES=64,256` for
 //! some sizes, `COSID_STORM_RUNS=3` runs per size, the median time reported).
 
-use cosid_core::lease::{KeeperConfig, LeaseClient, LeaseKeeper, Owner, Terms};
+use cosid_core::lease::{KeeperConfig, LeaseClient, LeaseKeeper, Owner};
 use cosid_core::store::{self, SharedStore};
 use cosid_core::{ManualClock, Window};
 use cosid_testkit::Server;
@@ -23,12 +23,10 @@ use std::time::{Duration, Instant};
 
 #[path = "common/counting.rs"]
 mod counting;
+#[path = "common/select.rs"]
+mod select;
 use counting::Counting;
-
-const TERMS: Terms = Terms {
-    ttl_ms: 3_600_000,
-    tolerance_ms: 1_000,
-};
+use select::{wanted, TERMS};
 
 struct Target {
     name: &'static str,
@@ -38,14 +36,8 @@ struct Target {
 }
 
 fn targets() -> Vec<Target> {
-    let wanted = std::env::var("COSID_BENCH_STORES").ok();
-    let want = |name: &str| {
-        wanted
-            .as_deref()
-            .is_none_or(|w| w.split(',').any(|n| n.trim() == name))
-    };
     let mut out = Vec::new();
-    if want("memory") {
+    if wanted("memory") {
         out.push(Target {
             name: "memory",
             url: "memory:storm".into(),
@@ -53,7 +45,7 @@ fn targets() -> Vec<Target> {
             _dir: None,
         });
     }
-    if want("sqlite") {
+    if wanted("sqlite") {
         let dir = tempfile::tempdir().unwrap();
         out.push(Target {
             name: "sqlite",
@@ -63,7 +55,7 @@ fn targets() -> Vec<Target> {
         });
     }
     let mut server = |name: &'static str, start: fn() -> Server| {
-        if want(name) {
+        if wanted(name) {
             let s = start();
             out.push(Target {
                 name,
