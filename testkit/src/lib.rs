@@ -813,21 +813,24 @@ fn kill_child(child: &Mutex<Option<Child>>, id: u64, dir: &Path) {
 #[derive(Debug)]
 struct Spawned {
     id: u64,
+    /// The port it serves on.
+    port: u16,
     dir: PathBuf,
     child: Child,
 }
 
 impl Spawned {
     /// Creates `dir`, runs the command `setup` makes there with its output in `server.log`, and
-    /// waits until `ready` holds; `id` is its registry entry, `what` names it in panics. One
-    /// start for every such process, so each is registered and bounded the same way.
+    /// waits until `ready` holds; `id` is its registry entry, `name` and `port` name it in
+    /// panics. One start for every such process, so each is registered and bounded the same way.
     fn start(
         id: u64,
         dir: PathBuf,
-        what: &str,
+        (name, port): (&str, u16),
         setup: impl FnOnce(&Path) -> Command,
         ready: impl Fn() -> bool,
     ) -> Spawned {
+        let what = format!("the {name} on port {port}");
         std::fs::create_dir_all(&dir)
             .unwrap_or_else(|e| panic!("cosid-testkit: cannot create {}: {e}", dir.display()));
         register(id, None, &dir);
@@ -842,7 +845,12 @@ impl Spawned {
         let child =
             spawn_tied(cmd).unwrap_or_else(|e| panic!("cosid-testkit: cannot start {what}: {e}"));
         register(id, Some(child.id()), &dir);
-        let mut spawned = Spawned { id, dir, child };
+        let mut spawned = Spawned {
+            id,
+            port,
+            dir,
+            child,
+        };
         let deadline = Instant::now() + READY_TIMEOUT;
         while !ready() {
             let exited = matches!(spawned.child.try_wait(), Ok(Some(_)));
@@ -865,9 +873,9 @@ impl Spawned {
 
 /// The logs of a group's processes, each headed `name on port …`: what a panic about the
 /// group shows.
-fn logs_of<'a>(name: &str, processes: impl Iterator<Item = (u16, &'a Spawned)>) -> String {
+fn logs_of<'a>(name: &str, processes: impl Iterator<Item = &'a Spawned>) -> String {
     let logs: Vec<String> = processes
-        .map(|(port, p)| format!("{name} on port {port}:\n{}", p.log_tail()))
+        .map(|p| format!("{name} on port {}:\n{}", p.port, p.log_tail()))
         .collect();
     logs.join("\n")
 }

@@ -40,7 +40,6 @@ const NODES: usize = 3;
 /// One cluster node, killed (and its directory removed) on drop.
 #[derive(Debug)]
 struct Node {
-    port: u16,
     bus_port: u16,
     /// The node's cluster id (`CLUSTER MYID`).
     node_id: String,
@@ -48,6 +47,10 @@ struct Node {
 }
 
 impl Node {
+    fn port(&self) -> u16 {
+        self.process.port
+    }
+
     fn start() -> Node {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let (port, bus_port) = (free_port(), free_port());
@@ -58,7 +61,7 @@ impl Node {
         let process = Spawned::start(
             id,
             dir,
-            &format!("the cluster node on port {port}"),
+            ("cluster node", port),
             |dir| {
                 let mut cmd = Command::new(binary(Kind::Redis));
                 cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
@@ -84,7 +87,6 @@ impl Node {
             .to_string();
         assert_eq!(node_id.len(), 40, "cosid-testkit: CLUSTER MYID");
         Node {
-            port,
             bus_port,
             node_id,
             process,
@@ -122,7 +124,7 @@ impl RedisCluster {
                 first + per - 1
             };
             let reply = command(
-                n.port,
+                n.port(),
                 &[
                     "CLUSTER",
                     "ADDSLOTSRANGE",
@@ -138,12 +140,12 @@ impl RedisCluster {
         }
         for n in &nodes[1..] {
             let reply = command(
-                nodes[0].port,
+                nodes[0].port(),
                 &[
                     "CLUSTER",
                     "MEET",
                     "127.0.0.1",
-                    &n.port.to_string(),
+                    &n.port().to_string(),
                     &n.bus_port.to_string(),
                 ],
             );
@@ -156,7 +158,7 @@ impl RedisCluster {
         let cluster = RedisCluster { nodes };
         cluster.wait_until("every node serves the cluster and knows the others", || {
             cluster.nodes.iter().all(|n| {
-                let info = command(n.port, &["CLUSTER", "INFO"])
+                let info = command(n.port(), &["CLUSTER", "INFO"])
                     .map(|r| text(&r))
                     .unwrap_or_default();
                 info.contains("cluster_state:ok")
@@ -173,7 +175,7 @@ impl RedisCluster {
         let hosts: Vec<String> = self
             .nodes
             .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
+            .map(|n| format!("127.0.0.1:{}", n.port()))
             .collect();
         format!(
             "redis+cluster://:{CLUSTER_PASSWORD}@{}/0{query}",
@@ -183,12 +185,12 @@ impl RedisCluster {
 
     /// The client ports of the nodes.
     pub fn ports(&self) -> Vec<u16> {
-        self.nodes.iter().map(|n| n.port).collect()
+        self.nodes.iter().map(|n| n.port()).collect()
     }
 
     /// The hash slot of `key`, as the cluster computes it (`CLUSTER KEYSLOT`).
     pub fn keyslot(&self, key: &str) -> u16 {
-        let reply = command(self.nodes[0].port, &["CLUSTER", "KEYSLOT", key]);
+        let reply = command(self.nodes[0].port(), &["CLUSTER", "KEYSLOT", key]);
         integer(reply.as_deref()).unwrap_or_else(|| panic!("cosid-testkit: CLUSTER KEYSLOT {key}"))
             as u16
     }
@@ -217,7 +219,7 @@ impl RedisCluster {
 
     /// The port of the node that owns `slot` (as its first node sees it).
     pub fn owner(&self, slot: u16) -> u16 {
-        self.owner_seen_by(self.nodes[0].port, slot)
+        self.owner_seen_by(self.nodes[0].port(), slot)
     }
 
     /// Starts moving `slot` from its owner to the next node: `CLUSTER SETSLOT slot IMPORTING`
@@ -228,9 +230,9 @@ impl RedisCluster {
         let i = self
             .nodes
             .iter()
-            .position(|n| n.port == from)
+            .position(|n| n.port() == from)
             .expect("the owner is a node of the cluster");
-        let to = self.nodes[(i + 1) % NODES].port;
+        let to = self.nodes[(i + 1) % NODES].port();
         let s = slot.to_string();
         ok(
             to,
@@ -313,7 +315,7 @@ impl RedisCluster {
         self.wait_until("every node names the new owner of the slot", || {
             self.nodes
                 .iter()
-                .all(|n| self.owner_seen_by(n.port, m.slot) == m.to)
+                .all(|n| self.owner_seen_by(n.port(), m.slot) == m.to)
         });
     }
 
@@ -354,7 +356,7 @@ impl RedisCluster {
     fn node(&self, port: u16) -> &Node {
         self.nodes
             .iter()
-            .find(|n| n.port == port)
+            .find(|n| n.port() == port)
             .unwrap_or_else(|| panic!("cosid-testkit: no cluster node on port {port}"))
     }
 
@@ -362,7 +364,7 @@ impl RedisCluster {
     /// `READY_TIMEOUT` with the nodes' logs.
     fn wait_until(&self, what: &str, done: impl FnMut() -> bool) {
         wait_until(what, Duration::from_millis(50), done, || {
-            logs_of("node", self.nodes.iter().map(|n| (n.port, &n.process)))
+            logs_of("node", self.nodes.iter().map(|n| &n.process))
         });
     }
 }

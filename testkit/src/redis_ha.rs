@@ -30,32 +30,23 @@ pub const MASTER_NAME: &str = "cosid";
 /// The number of sentinels.
 const SENTINELS: usize = 3;
 
-/// One sentinel (`redis-server sentinel.conf --sentinel`), killed on drop.
-#[derive(Debug)]
-struct Sentinel {
-    port: u16,
-    process: Spawned,
-}
-
-impl Sentinel {
-    /// Starts a sentinel with `conf` (in `dir`) and waits until it answers on `port`.
-    fn start(dir: PathBuf, port: u16, conf: &str) -> Sentinel {
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        let process = Spawned::start(
-            id,
-            dir,
-            &format!("the sentinel on port {port}"),
-            |dir| {
-                let file = dir.join("sentinel.conf");
-                std::fs::write(&file, conf).expect("cosid-testkit: sentinel.conf");
-                let mut cmd = Command::new(binary(Kind::Redis));
-                cmd.arg(&file).arg("--sentinel");
-                cmd
-            },
-            || command(port, &["PING"]).is_some_and(|r| r.starts_with(b"+PONG")),
-        );
-        Sentinel { port, process }
-    }
+/// Starts a sentinel (`redis-server sentinel.conf --sentinel`, killed on drop) with `conf` (in
+/// `dir`) and waits until it answers on `port`.
+fn start_sentinel(dir: PathBuf, port: u16, conf: &str) -> Spawned {
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    Spawned::start(
+        id,
+        dir,
+        ("sentinel", port),
+        |dir| {
+            let file = dir.join("sentinel.conf");
+            std::fs::write(&file, conf).expect("cosid-testkit: sentinel.conf");
+            let mut cmd = Command::new(binary(Kind::Redis));
+            cmd.arg(&file).arg("--sentinel");
+            cmd
+        },
+        || command(port, &["PING"]).is_some_and(|r| r.starts_with(b"+PONG")),
+    )
 }
 
 /// Kills `server` with `SIGKILL` (a crash: no append-only file flushed at exit, clients cut
@@ -69,7 +60,7 @@ fn kill(server: &Server) {
 pub struct RedisHa {
     /// The data nodes; the first was the primary at the start.
     nodes: Vec<Server>,
-    sentinels: Vec<Sentinel>,
+    sentinels: Vec<Spawned>,
 }
 
 impl RedisHa {
@@ -107,7 +98,7 @@ impl RedisHa {
                     dir = dir.display(),
                     failover_timeout = (down_after * 5).max(5000),
                 );
-                Sentinel::start(dir, port, &conf)
+                start_sentinel(dir, port, &conf)
             })
             .collect();
         let ha = RedisHa { nodes, sentinels };
@@ -257,10 +248,7 @@ impl RedisHa {
     /// `READY_TIMEOUT` with the logs of the sentinels.
     fn wait_until(&self, what: &str, done: impl FnMut() -> bool) {
         wait_until(what, Duration::from_millis(100), done, || {
-            logs_of(
-                "sentinel",
-                self.sentinels.iter().map(|n| (n.port, &n.process)),
-            )
+            logs_of("sentinel", self.sentinels.iter())
         });
     }
 }
