@@ -91,6 +91,15 @@ impl Ctx {
     }
 }
 
+/// Asserts that `e` is a `Store` error whose message says each of `parts` (the store's
+/// `describe()`, the server's words, the fix): how the store tests check an error they expect.
+pub fn assert_store_error(e: &cosid_core::Error, parts: &[&str]) {
+    assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+    for part in parts {
+        assert!(e.message().contains(part), "{part:?} in {e}");
+    }
+}
+
 /// Retries `f` (bounded: 50 tries, 200 ms apart) until it gives `Ok`; the first calls after a
 /// server restart may still see the dead connection.
 fn eventually<T>(what: &str, mut f: impl FnMut() -> Result<T>) -> T {
@@ -126,12 +135,7 @@ pub fn server_stopped_during_renewals_then_started_again(ctx: &Ctx) {
         let e = c
             .renew(&before)
             .expect_err("a renewal with the server down fails");
-        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
-        assert!(
-            e.message().contains(&store.describe()),
-            "names the store {}: {e}",
-            store.describe()
-        );
+        assert_store_error(&e, &[&store.describe()]);
     }
     let e = c
         .acquire(&request(&Owner::new("newcomer")))
@@ -384,8 +388,7 @@ pub fn unreachable_server_is_a_store_error_naming_it(ctx: &Ctx) {
     ];
     for r in errors {
         let e = r.expect_err("no server listens there");
-        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
-        assert!(e.message().contains(&store.describe()), "{e}");
+        assert_store_error(&e, &[&store.describe()]);
     }
 }
 
