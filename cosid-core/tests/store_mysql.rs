@@ -270,18 +270,16 @@ fn ssl_mode_is_honoured_with_rustls() {
     let server = Server::mysql_tls();
     let ca = server.tls_ca().expect("a TLS server").display().to_string();
     let base = format!("mysql://cosid@127.0.0.1:{}/cosid", server.port());
-    for query in [
-        format!("ssl-mode=verify_identity&ssl-ca={ca}"),
-        format!("ssl-mode=VERIFY_CA&ssl-ca={ca}"),
-        format!("ssl-ca={ca}"),
-        "ssl-mode=required".to_string(),
-    ] {
-        let store = open(&format!("{base}?{query}"), Duration::from_secs(10))
-            .unwrap_or_else(|e| panic!("{query}: {e}"));
-        let c = client(&store, &unique_namespace("tls"), 2, LONG);
-        let got = acquire(&c, &Owner::new("tls"));
-        assert!(c.release(&got.lease, None).unwrap(), "{query}");
-    }
+    network::each_query_connects(
+        open,
+        &base,
+        &[
+            format!("ssl-mode=verify_identity&ssl-ca={ca}"),
+            format!("ssl-mode=VERIFY_CA&ssl-ca={ca}"),
+            format!("ssl-ca={ca}"),
+            "ssl-mode=required".to_string(),
+        ],
+    );
     for query in ["ssl-mode=disabled", "ssl-mode=verify_identity"] {
         let store = open(&format!("{base}?{query}"), Duration::from_secs(10)).unwrap();
         let e = store

@@ -100,6 +100,18 @@ pub fn assert_store_error(e: &cosid_core::Error, parts: &[&str]) {
     }
 }
 
+/// Opens the store at `base?query` for each of `queries` and acquires and releases a slot
+/// through it: every TLS setting of a URL that should connect does.
+pub fn each_query_connects(open: OpenUrl, base: &str, queries: &[String]) {
+    for query in queries {
+        let store = open(&format!("{base}?{query}"), Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("{query}: {e}"));
+        let c = client(&store, &unique_namespace("tls"), 2, LONG);
+        let got = acquire(&c, &Owner::new("tls"));
+        assert!(c.release(&got.lease, None).unwrap(), "{query}");
+    }
+}
+
 /// Retries `f` (bounded: 50 tries, 200 ms apart) until it gives `Ok`; the first calls after a
 /// server restart may still see the dead connection.
 fn eventually<T>(what: &str, mut f: impl FnMut() -> Result<T>) -> T {
