@@ -889,6 +889,15 @@ impl Drop for Spawned {
     }
 }
 
+/// The one of a group's `members` serving on `port` (`port_of` reads a member's); a panic
+/// naming the `kind` of member when none does. How a group finds the node a test names.
+fn on_port<'a, T>(members: &'a [T], port: u16, port_of: fn(&T) -> u16, kind: &str) -> &'a T {
+    members
+        .iter()
+        .find(|m| port_of(m) == port)
+        .unwrap_or_else(|| panic!("cosid-testkit: no {kind} on port {port}"))
+}
+
 /// Polls `done` every `every` until it holds, or panics naming `what` with `logs()` (read only
 /// then) after [`READY_TIMEOUT`]: the one bounded wait of the testkit's servers.
 fn wait_until(

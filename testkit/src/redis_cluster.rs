@@ -20,7 +20,7 @@
 
 use super::redis_ha::complete;
 use super::REDIS_SERVER_ARGS;
-use super::{binary, free_port, logs_of, wait_until, Kind, Spawned, NEXT_ID};
+use super::{binary, free_port, logs_of, on_port, wait_until, Kind, Spawned, NEXT_ID};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
@@ -354,10 +354,7 @@ impl RedisCluster {
     }
 
     fn node(&self, port: u16) -> &Node {
-        self.nodes
-            .iter()
-            .find(|n| n.port() == port)
-            .unwrap_or_else(|| panic!("cosid-testkit: no cluster node on port {port}"))
+        on_port(&self.nodes, port, Node::port, "cluster node")
     }
 
     /// Polls `done` every 50 ms until it holds, or panics naming `what` after

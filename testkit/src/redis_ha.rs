@@ -16,7 +16,8 @@
 //! Every process is tied to this one (see the crate documentation) and stopped on drop, and
 //! every wait is bounded.
 
-use super::{binary, free_port, kill_child, logs_of, wait_until, Kind, Server, Spawned, NEXT_ID};
+use super::{binary, free_port, kill_child, logs_of, on_port, wait_until};
+use super::{Kind, Server, Spawned, NEXT_ID};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -238,10 +239,7 @@ impl RedisHa {
     }
 
     fn node(&self, port: u16) -> &Server {
-        self.nodes
-            .iter()
-            .find(|n| n.port() == port)
-            .unwrap_or_else(|| panic!("cosid-testkit: no data node on port {port}"))
+        on_port(&self.nodes, port, Server::port, "data node")
     }
 
     /// Polls `done` every 100 ms until it holds, or panics naming `what` after
