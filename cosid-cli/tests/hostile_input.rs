@@ -15,6 +15,14 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// A SQLite store in a new temporary directory (removed when the handle is dropped) and its URL:
+/// where most of these tests hold and list slots.
+fn sqlite_store() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/s.db", dir.path().display());
+    (dir, url)
+}
+
 fn signal(child: &Child, sig: libc::c_int) {
     // SAFETY: kill(2) on our own child's pid.
     let rc = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
@@ -130,8 +138,7 @@ fn read_only_commands_refuse_a_missing_store_file() {
 
 #[test]
 fn migrate_refuses_what_a_runtime_refuses() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/s.db", dir.path().display());
+    let (_dir, url) = sqlite_store();
     let o = run(&["next", "--store", &url]);
     assert!(o.status.success(), "{}", stderr(&o));
     for ns in ["a/b", "x{y}", "tab\there"] {
@@ -161,8 +168,7 @@ fn migrate_refuses_what_a_runtime_refuses() {
 
 #[test]
 fn slots_escapes_owner_keys_in_the_table_and_in_json() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/s.db", dir.path().display());
+    let (_dir, url) = sqlite_store();
     let key = "evil\n    9  held      forged\x1b[2J\u{9b}31m\u{202e}";
     let (h, _out) = holder(&["--store", &url, "--owner-key", key]);
 
@@ -196,6 +202,21 @@ fn slots_escapes_owner_keys_in_the_table_and_in_json() {
     assert_eq!(stop(h, libc::SIGTERM).code(), Some(0));
 }
 
+/// Sends `sig` to `waiter` (`cosid next --follow` with its stderr piped) once its keeper says
+/// it waits for a slot, and checks that it stops at once, exiting 0 and saying nothing is held:
+/// the end of every wait a signal cuts short.
+fn interrupt_the_wait(waiter: &mut Child, sig: libc::c_int) {
+    let mut err = BufReader::new(waiter.stderr.take().unwrap());
+    // The keeper's event says it is waiting: the signal arrives during the wait.
+    wait_for_line(&mut err, "acquire_failed");
+    signal(waiter, sig);
+    let status = waiter.wait().unwrap();
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    assert_eq!(status.code(), Some(0), "{rest}");
+    assert!(rest.contains("nothing is held"), "{rest}");
+}
+
 /// `cosid next --follow` waiting for a slot of an exhausted namespace (another process holds the
 /// only one) stops at SIGTERM, not at the acquire timeout, and holds nothing afterwards.
 #[test]
@@ -210,15 +231,7 @@ fn sigterm_ends_a_wait_for_a_slot_and_leaves_nothing_held() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(waiter.stderr.take().unwrap());
-    // The keeper's event says it is waiting: the signal arrives during the wait.
-    wait_for_line(&mut err, "acquire_failed");
-    signal(&waiter, libc::SIGTERM);
-    let status = waiter.wait().unwrap();
-    let mut rest = String::new();
-    err.read_to_string(&mut rest).unwrap();
-    assert_eq!(status.code(), Some(0), "{rest}");
-    assert!(rest.contains("nothing is held"), "{rest}");
+    interrupt_the_wait(&mut waiter, libc::SIGTERM);
     let mut printed = String::new();
     waiter
         .stdout
@@ -257,22 +270,14 @@ fn sigint_ends_a_wait_for_an_unreachable_store() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(waiter.stderr.take().unwrap());
-    wait_for_line(&mut err, "acquire_failed");
-    signal(&waiter, libc::SIGINT);
-    let status = waiter.wait().unwrap();
-    let mut rest = String::new();
-    err.read_to_string(&mut rest).unwrap();
-    assert_eq!(status.code(), Some(0), "{rest}");
-    assert!(rest.contains("nothing is held"), "{rest}");
+    interrupt_the_wait(&mut waiter, libc::SIGINT);
 }
 
 /// `cosid next -n COUNT` stops early at SIGINT, releases its slot and exits with 130 (before,
 /// the default action killed it and the slot stayed held until its ttl ran out).
 #[test]
 fn sigint_stops_a_long_count_and_releases_the_slot() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/s.db", dir.path().display());
+    let (_dir, url) = sqlite_store();
     let mut child = cosid()
         .args(["next", "--store", &url, "-n", "100000000000"])
         .stdout(Stdio::piped())
@@ -305,8 +310,7 @@ fn sigint_stops_a_long_count_and_releases_the_slot() {
 /// A second process with the holder's owner key takes another slot and reports the duplicate.
 #[test]
 fn owner_keys_in_events_on_stderr_are_escaped() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/s.db", dir.path().display());
+    let (_dir, url) = sqlite_store();
     let key = "dup\n\x1b[2Jforged\u{9b}";
     let (h, _out) = holder(&["--store", &url, "--owner-key", key]);
     let mut second = cosid()

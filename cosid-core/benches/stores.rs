@@ -15,7 +15,7 @@
 //! failover, a Redis Cluster of three primaries (`redis-cluster`) and an etcd cluster of three
 //! members (`etcd-cluster-3`).
 
-use cosid_core::lease::{AcquireRequest, LeaseClient, Owner, Renewal, SlotLease, Terms};
+use cosid_core::lease::{AcquireRequest, LeaseClient, Owner, Renewal, SlotLease};
 use cosid_core::store::hooked::Hooked;
 use cosid_core::store::{self, SharedStore};
 use cosid_testkit::etcd_cluster::EtcdCluster;
@@ -29,12 +29,10 @@ use std::time::{Duration, Instant};
 
 #[path = "common/counting.rs"]
 mod counting;
+#[path = "common/select.rs"]
+mod select;
 use counting::Counting;
-
-const TERMS: Terms = Terms {
-    ttl_ms: 3_600_000,
-    tolerance_ms: 1_000,
-};
+use select::{wanted, TERMS};
 
 /// One store under measurement.
 struct Target {
@@ -70,6 +68,14 @@ impl Target {
         }
     }
 
+    /// A single server of the bench's own, its floor the bare round trip `floor` makes to its
+    /// URL: the four single servers are set up alike.
+    fn single(name: &'static str, server: Server, floor: fn(&str) -> Box<dyn Fn()>) -> Target {
+        let mut t = Target::new(name, server.url(), Some(server));
+        t.floor = Some(floor(&t.url));
+        t
+    }
+
     fn store(&self) -> SharedStore {
         self.counting.clone()
     }
@@ -101,17 +107,11 @@ fn renewed(c: &LeaseClient, lease: &SlotLease) -> SlotLease {
 /// The stores measured: all of them, or those `COSID_BENCH_STORES` names (comma-separated
 /// names of the table's first column, e.g. `postgres,postgres-sync-standby`).
 fn targets() -> Vec<Target> {
-    let wanted = std::env::var("COSID_BENCH_STORES").ok();
-    let want = |name: &str| {
-        wanted
-            .as_deref()
-            .is_none_or(|w| w.split(',').any(|n| n.trim() == name))
-    };
     let mut out = Vec::new();
-    if want("memory") {
+    if wanted("memory") {
         out.push(Target::new("memory", "memory:bench".into(), None));
     }
-    if want("sqlite") {
+    if wanted("sqlite") {
         let dir = tempfile::tempdir().unwrap();
         let mut sqlite = Target::new(
             "sqlite",
@@ -121,13 +121,10 @@ fn targets() -> Vec<Target> {
         sqlite._dir = Some(dir);
         out.push(sqlite);
     }
-    if want("redis") {
-        let redis = Server::redis();
-        let mut t = Target::new("redis", redis.url(), Some(redis));
-        t.floor = Some(redis_ping(&t.url));
-        out.push(t);
+    if wanted("redis") {
+        out.push(Target::single("redis", Server::redis(), redis_ping));
     }
-    if want("redis-sentinel-replicas-1") {
+    if wanted("redis-sentinel-replicas-1") {
         // Two replicas, three sentinels; every compare-and-set waits for one replica's
         // acknowledgement (`WAIT 1`) in the same round trip. A long down-after keeps a loaded
         // machine from failing the primary over during the run.
@@ -142,13 +139,14 @@ fn targets() -> Vec<Target> {
         t._ha = Some(ha);
         out.push(t);
     }
-    if want("postgres") {
-        let pg = Server::postgres();
-        let mut t = Target::new("postgres", pg.url(), Some(pg));
-        t.floor = Some(postgres_select_1(&t.url));
-        out.push(t);
+    if wanted("postgres") {
+        out.push(Target::single(
+            "postgres",
+            Server::postgres(),
+            postgres_select_1,
+        ));
     }
-    if want("postgres-sync-standby") {
+    if wanted("postgres-sync-standby") {
         // Every commit waits for the standby to flush it (synchronous_commit = on with a
         // synchronous standby named): what docs/stores.md asks of a failover setup.
         let pair = PgPair::start();
@@ -157,19 +155,15 @@ fn targets() -> Vec<Target> {
         t._pair = Some(pair);
         out.push(t);
     }
-    if want("mysql") {
-        let mysql = Server::mysql();
-        let mut t = Target::new("mysql", mysql.url(), Some(mysql));
-        t.floor = Some(mysql_select_1(&t.url));
-        out.push(t);
+    if wanted("mysql") {
+        out.push(Target::single("mysql", Server::mysql(), mysql_select_1));
     }
-    if want("etcd") {
-        let etcd = Server::etcd();
-        let mut t = Target::new("etcd", etcd.url(), Some(etcd));
-        t.floor = Some(etcd_get(etcd_port(&t.url)));
-        out.push(t);
+    if wanted("etcd") {
+        out.push(Target::single("etcd", Server::etcd(), |url| {
+            etcd_get(etcd_port(url))
+        }));
     }
-    if want("redis-cluster") {
+    if wanted("redis-cluster") {
         // Three primaries; the namespace's keys share one hash slot, so every operation goes
         // to one node (the client learns it from the first `MOVED`).
         let cluster = RedisCluster::start();
@@ -182,7 +176,7 @@ fn targets() -> Vec<Target> {
         t._cluster = Some(Box::new(cluster));
         out.push(t);
     }
-    if want("etcd-cluster-3") {
+    if wanted("etcd-cluster-3") {
         // Three members: every write is committed by two of them (the leader and one
         // follower) before it is acknowledged, every read is linearizable (a round of the
         // leader's heartbeats).
@@ -195,9 +189,10 @@ fn targets() -> Vec<Target> {
     }
     assert!(
         !out.is_empty(),
-        "COSID_BENCH_STORES={wanted:?} names no store of memory, sqlite, redis, \
+        "COSID_BENCH_STORES={:?} names no store of memory, sqlite, redis, \
          redis-sentinel-replicas-1, redis-cluster, postgres, postgres-sync-standby, mysql, \
-         etcd, etcd-cluster-3"
+         etcd, etcd-cluster-3",
+        std::env::var("COSID_BENCH_STORES").ok()
     );
     out
 }

@@ -19,7 +19,7 @@
 //! some sizes, `COSID_STORM_RUNS=3` runs per size, the median time reported,
 //! `COSID_STORM_READS=view` or `snapshot` for one of the two reads).
 
-use cosid_core::lease::{KeeperConfig, LeaseClient, LeaseKeeper, Owner, Terms};
+use cosid_core::lease::{KeeperConfig, LeaseClient, LeaseKeeper, Owner};
 use cosid_core::store::{self, SharedStore};
 use cosid_core::{ManualClock, Window};
 use cosid_testkit::Server;
@@ -28,12 +28,10 @@ use std::time::{Duration, Instant};
 
 #[path = "common/counting.rs"]
 mod counting;
+#[path = "common/select.rs"]
+mod select;
 use counting::Counting;
-
-const TERMS: Terms = Terms {
-    ttl_ms: 3_600_000,
-    tolerance_ms: 1_000,
-};
+use select::{wanted, TERMS};
 
 struct Target {
     name: &'static str,
@@ -43,14 +41,8 @@ struct Target {
 }
 
 fn targets() -> Vec<Target> {
-    let wanted = std::env::var("COSID_BENCH_STORES").ok();
-    let want = |name: &str| {
-        wanted
-            .as_deref()
-            .is_none_or(|w| w.split(',').any(|n| n.trim() == name))
-    };
     let mut out = Vec::new();
-    if want("memory") {
+    if wanted("memory") {
         out.push(Target {
             name: "memory",
             url: "memory:storm".into(),
@@ -58,7 +50,7 @@ fn targets() -> Vec<Target> {
             _dir: None,
         });
     }
-    if want("sqlite") {
+    if wanted("sqlite") {
         let dir = tempfile::tempdir().unwrap();
         out.push(Target {
             name: "sqlite",
@@ -68,7 +60,7 @@ fn targets() -> Vec<Target> {
         });
     }
     let mut server = |name: &'static str, start: fn() -> Server| {
-        if want(name) {
+        if wanted(name) {
             let s = start();
             out.push(Target {
                 name,

@@ -28,25 +28,20 @@ network_store_tests!(
 /// `Store` error naming the store, which shows the certificate is really checked.
 #[test]
 fn sslmode_is_honoured_with_rustls() {
-    use conformance::{acquire, client, unique_namespace, LONG};
-    use cosid_core::lease::Owner;
-
     let server = Server::postgres_tls();
     let ca = server.tls_ca().expect("a TLS server").display().to_string();
     let base = format!("postgres://postgres@127.0.0.1:{}/postgres", server.port());
-    for query in [
-        format!("sslmode=verify-full&sslrootcert={ca}"),
-        format!("sslmode=verify-ca&sslrootcert={ca}"),
-        "sslmode=require".to_string(),
-        "sslmode=prefer".to_string(),
-        "sslmode=disable".to_string(),
-    ] {
-        let store = open(&format!("{base}?{query}"), Duration::from_secs(10))
-            .unwrap_or_else(|e| panic!("{query}: {e}"));
-        let c = client(&store, &unique_namespace("tls"), 2, LONG);
-        let got = acquire(&c, &Owner::new("tls"));
-        assert!(c.release(&got.lease, None).unwrap(), "{query}");
-    }
+    network::each_query_connects(
+        open,
+        &base,
+        &[
+            format!("sslmode=verify-full&sslrootcert={ca}"),
+            format!("sslmode=verify-ca&sslrootcert={ca}"),
+            "sslmode=require".to_string(),
+            "sslmode=prefer".to_string(),
+            "sslmode=disable".to_string(),
+        ],
+    );
     let store = open(
         &format!("{base}?sslmode=verify-full"),
         Duration::from_secs(10),
@@ -55,8 +50,7 @@ fn sslmode_is_honoured_with_rustls() {
     let e = store
         .snapshot("tls")
         .expect_err("the test CA is not among the system's roots");
-    assert_eq!(e.kind(), cosid_core::ErrorKind::Store, "{e}");
-    assert!(e.message().contains(&store.describe()), "{e}");
+    network::assert_store_error(&e, &[&store.describe()]);
 }
 
 #[test]

@@ -49,18 +49,12 @@ fn callers_of_a_fresh_handle_share_one_connection() {
     let before = connections_received(&url);
     let store = open(&url, Duration::from_secs(20)).expect("the store opens");
     let ns = conformance::unique_namespace("one-connection");
-    let barrier = std::sync::Arc::new(std::sync::Barrier::new(256));
-    let threads: Vec<_> = (0..256)
-        .map(|_| {
-            let (store, barrier, ns) = (store.clone(), barrier.clone(), ns.clone());
-            std::thread::spawn(move || {
-                barrier.wait();
-                store.snapshot(&ns).map(|_| ())
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().expect("caller thread").expect("the snapshot");
+    let snapshots = cosid_testkit::race::at_once(256, move |_, go| {
+        go.wait();
+        store.snapshot(&ns).map(|_| ())
+    });
+    for s in snapshots {
+        s.expect("the snapshot");
     }
     // `before + 1` is the connection that asked for `before`.
     assert_eq!(

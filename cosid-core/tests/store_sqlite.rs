@@ -15,10 +15,11 @@ use cosid_core::lease::{AcquireRequest, Owner, Renewal};
 use cosid_core::store::sqlite::SqliteStore;
 use cosid_core::store::{self, SharedStore, SlotStore};
 use cosid_core::{ErrorKind, ManualClock};
+use cosid_testkit::race::at_once;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Barrier, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 static SHARED_DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -27,6 +28,14 @@ extern "C" fn remove_shared_dir() {
     if let Some(dir) = SHARED_DIR.get() {
         let _ = std::fs::remove_dir_all(dir);
     }
+}
+
+/// A new temporary directory (removed when the handle is dropped) and the path of a store file
+/// in it that does not exist yet: where most tests here keep their file.
+fn new_file() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("slots.db");
+    (dir, db)
 }
 
 /// The schema version a store file records.
@@ -119,8 +128,7 @@ fn sqlite_child_process() {
 /// the store shows each slot held by the process that reported it.
 #[test]
 fn many_processes_share_one_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("slots.db");
+    let (dir, db) = new_file();
     let go = dir.path().join("go");
     let ns = unique_namespace("processes");
     let exe = std::env::current_exe().expect("the test binary's path");
@@ -191,22 +199,14 @@ fn many_processes_share_one_file() {
 /// Threads each with their own connection (their own store handle) acquire at once.
 #[test]
 fn connections_of_one_process_get_distinct_slots() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("slots.db");
+    let (_dir, db) = new_file();
     let ns = unique_namespace("connections");
     const N: usize = 16;
-    let barrier = Arc::new(Barrier::new(N));
-    let threads: Vec<_> = (0..N)
-        .map(|i| {
-            let (db, ns, barrier) = (db.clone(), ns.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                let c = client(&open(&db), &ns, 4, LONG);
-                barrier.wait();
-                acquire(&c, &Owner::new(format!("t{i}"))).lease.slot
-            })
-        })
-        .collect();
-    let slots: HashSet<u32> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let slots: HashSet<u32> = HashSet::from_iter(at_once(N, move |i, go| {
+        let c = client(&open(&db), &ns, 4, LONG);
+        go.wait();
+        acquire(&c, &Owner::new(format!("t{i}"))).lease.slot
+    }));
     assert_eq!(slots, (0..N as u32).collect());
 }
 
@@ -222,26 +222,19 @@ fn sixteen_threads_create_the_schema_at_once() {
     let db = dir.path().join("not/yet/there/slots.db");
     let ns = unique_namespace("schema-race");
     const N: usize = 16;
-    let barrier = Arc::new(Barrier::new(N));
-    let threads: Vec<_> = (0..N)
-        .map(|i| {
-            let (db, ns, barrier) = (db.clone(), ns.clone(), barrier.clone());
-            std::thread::spawn(move || {
-                barrier.wait();
-                let store: SharedStore = Arc::new(SqliteStore::open(&db)?);
-                let c = client(&store, &ns, 4, LONG);
-                c.acquire(&request(&Owner::new(format!("t{i}"))))
-                    .map(|a| a.lease.slot)
-            })
+    let results = {
+        let db = db.clone();
+        at_once(N, move |i, go| {
+            go.wait();
+            let store: SharedStore = Arc::new(SqliteStore::open(&db)?);
+            let c = client(&store, &ns, 4, LONG);
+            c.acquire(&request(&Owner::new(format!("t{i}"))))
+                .map(|a| a.lease.slot)
         })
-        .collect();
-    let slots: HashSet<u32> = threads
+    };
+    let slots: HashSet<u32> = results
         .into_iter()
-        .map(|t| {
-            t.join()
-                .unwrap()
-                .unwrap_or_else(|e| panic!("every opener succeeds: {e}"))
-        })
+        .map(|r| r.unwrap_or_else(|e| panic!("every opener succeeds: {e}")))
         .collect();
     assert_eq!(slots, (0..N as u32).collect());
     let rows: i64 = query(
@@ -255,8 +248,7 @@ fn sixteen_threads_create_the_schema_at_once() {
 /// again; the old lease renews through the new handle.
 #[test]
 fn reopening_keeps_every_record() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("slots.db");
+    let (_dir, db) = new_file();
     let ns = unique_namespace("durable");
     let (a, before) = {
         let store = open(&db);
@@ -282,8 +274,7 @@ fn reopening_keeps_every_record() {
 /// above the old ceiling when the holder asks for it.
 #[test]
 fn store_file_deleted_reports_the_lease_vanished() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("slots.db");
+    let (_dir, db) = new_file();
     let ns = unique_namespace("deleted");
     let (a, old_versions) = {
         let store = open(&db);
@@ -293,12 +284,7 @@ fn store_file_deleted_reports_the_lease_vanished() {
         versions.extend(snap.slots.slots.iter().map(|r| r.version));
         (a, versions)
     };
-    for suffix in ["", "-wal", "-shm"] {
-        let file = PathBuf::from(format!("{}{suffix}", db.display()));
-        if file.exists() {
-            std::fs::remove_file(&file).unwrap();
-        }
-    }
+    remove_store_files(&db);
     let store = open(&db);
     let c = client(&store, &ns, 1, LONG);
     check_renewal_vanished(&c, &a);
@@ -316,8 +302,7 @@ fn store_file_deleted_reports_the_lease_vanished() {
 
 #[test]
 fn a_file_that_is_not_sqlite_is_refused_clearly() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("slots.db");
+    let (_dir, db) = new_file();
     std::fs::write(&db, "this is not a database\n".repeat(500)).unwrap();
     let e = open_err(&db);
     assert!(
@@ -333,8 +318,7 @@ fn a_file_that_is_not_sqlite_is_refused_clearly() {
 
 #[test]
 fn a_truncated_store_file_is_refused_clearly() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("slots.db");
+    let (_dir, db) = new_file();
     {
         let store = open(&db);
         let c = client(&store, &unique_namespace("truncated"), 6, LONG);
@@ -361,8 +345,7 @@ fn a_truncated_store_file_is_refused_clearly() {
 
 #[test]
 fn a_newer_schema_is_refused_naming_both_versions() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("slots.db");
+    let (_dir, db) = new_file();
     drop(open(&db));
     rusqlite::Connection::open(&db)
         .unwrap()
@@ -398,8 +381,7 @@ fn a_database_of_another_application_is_refused() {
 
 #[test]
 fn the_file_is_in_wal_mode_with_a_versioned_schema() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("slots.db");
+    let (_dir, db) = new_file();
     let _store = open(&db);
     assert_eq!(query::<String>(&db, "PRAGMA journal_mode"), "wal");
     assert_eq!(query::<i64>(&db, SCHEMA_VERSION), 2);
@@ -411,8 +393,7 @@ fn the_file_is_in_wal_mode_with_a_versioned_schema() {
 fn a_file_of_schema_version_1_is_upgraded_and_keeps_its_records() {
     use cosid_core::lease::record::IdLayout;
     use cosid_core::Layout;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("slots.db");
+    let (_dir, db) = new_file();
     let ns = unique_namespace("v1");
     {
         let store = open(&db);
@@ -440,8 +421,7 @@ fn a_file_of_schema_version_1_is_upgraded_and_keeps_its_records() {
 
 #[test]
 fn debug_and_describe_show_only_the_path() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("slots.db");
+    let (_dir, db) = new_file();
     let store = SqliteStore::open(&db).unwrap();
     assert_eq!(
         format!("{store:?}"),
@@ -476,6 +456,19 @@ fn remove_store_files(db: &Path) {
     }
 }
 
+/// The lease of a newcomer `b` on `store` that asks for `slot`: the slot of a holder whose
+/// file was deleted under it.
+fn newcomer_on(store: &SharedStore, ns: &str, slot: u32) -> cosid_core::lease::SlotLease {
+    acquire_with(
+        &client(store, ns, 1, LONG),
+        AcquireRequest {
+            preferred_slot: Some(slot),
+            ..request(&Owner::new("b"))
+        },
+    )
+    .lease
+}
+
 /// The file deleted while its holder keeps its connection open, and a newcomer creating a
 /// fresh file at the same path: the fresh file hands the newcomer the holder's slot from floor
 /// 0, so the holder must notice at its next renewal that the path names another file, lose the
@@ -483,22 +476,14 @@ fn remove_store_files(db: &Path) {
 /// ceiling (before, it renewed in the deleted file for as long as it ran).
 #[test]
 fn a_store_file_deleted_under_its_holder_is_noticed_at_the_next_renewal() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("slots.db");
+    let (_dir, db) = new_file();
     let ns = unique_namespace("deleted-under-holder");
     let holder = open(&db);
     let c = client(&holder, &ns, 1, LONG);
     let a = acquire(&c, &Owner::new("a")).lease;
     remove_store_files(&db);
     let newcomer = open(&db);
-    let b = acquire_with(
-        &client(&newcomer, &ns, 1, LONG),
-        AcquireRequest {
-            preferred_slot: Some(a.slot),
-            ..request(&Owner::new("b"))
-        },
-    )
-    .lease;
+    let b = newcomer_on(&newcomer, &ns, a.slot);
     assert_eq!(
         (b.slot, b.floor),
         (a.slot, 0),
@@ -525,8 +510,7 @@ fn a_store_file_deleted_under_its_holder_is_noticed_at_the_next_renewal() {
 /// runs: the holder's next operation reads the file the path names, not the one it opened.
 #[test]
 fn a_store_file_replaced_under_its_holder_is_noticed_at_the_next_renewal() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("slots.db");
+    let (dir, db) = new_file();
     let other = dir.path().join("other.db");
     let ns = unique_namespace("replaced-under-holder");
     let holder = open(&db);
@@ -548,8 +532,7 @@ fn a_store_file_replaced_under_its_holder_is_noticed_at_the_next_renewal() {
 fn the_keeper_stops_issuing_when_its_store_file_is_deleted() {
     use cosid_core::lease::{KeeperConfig, LeaseKeeper};
     use cosid_core::{Window, WindowStatus};
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("slots.db");
+    let (_dir, db) = new_file();
     let ns = unique_namespace("keeper-deleted");
     let clock = ManualClock::shared(1_800_000_000_000);
     let holder: SharedStore = Arc::new(SqliteStore::open_with_clock(&db, clock.clone()).unwrap());
@@ -570,14 +553,7 @@ fn the_keeper_stops_issuing_when_its_store_file_is_deleted() {
     let first = keeper.lease().unwrap();
     remove_store_files(&db);
     let newcomer: SharedStore = Arc::new(SqliteStore::open_with_clock(&db, clock.clone()).unwrap());
-    let b = acquire_with(
-        &client(&newcomer, &ns, 1, LONG),
-        AcquireRequest {
-            preferred_slot: Some(first.slot),
-            ..request(&Owner::new("b"))
-        },
-    )
-    .lease;
+    let b = newcomer_on(&newcomer, &ns, first.slot);
     assert_eq!(b.slot, first.slot);
     clock.advance(ttl / 3);
     keeper.tick();
@@ -701,8 +677,7 @@ fn sqlite_readonly_child() {
 fn a_read_only_store_fails_at_once() {
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("slots.db");
+    let (dir, db) = new_file();
     {
         let store = open(&db);
         acquire(&client(&store, "ro", 10, LONG), &Owner::new("the-writer"));
@@ -750,8 +725,7 @@ fn a_read_only_store_fails_at_once() {
 /// deleted file and both issued on one slot for as long as they ran).
 #[test]
 fn a_runtime_leaves_its_slot_when_the_store_file_is_deleted_under_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("slots.db");
+    let (_dir, db) = new_file();
     let config = |preferred: &str| {
         cosid_core::Config::from_yaml(&format!(
             "cosid:\n  namespace: deleted\n  max-wait: 5s\n  machine:\n    lease:\n      \

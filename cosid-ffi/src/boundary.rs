@@ -211,6 +211,45 @@ pub(crate) fn write_out<T>(p: *mut T, value: T) {
     unsafe { p.write(value) }
 }
 
+/// Checks the out-pointer `out`, then writes the value `make` gives there: every export that
+/// returns one value through `out` checks it before doing the work, and writes nothing on an
+/// error.
+#[inline(always)]
+pub(crate) fn out_value<T>(
+    function: &'static str,
+    out: *mut T,
+    make: impl FnOnce() -> Result<T, cosid_status>,
+) -> Result<(), cosid_status> {
+    check_ptr(function, "out", out.cast_const())?;
+    write_out(out, make()?);
+    Ok(())
+}
+
+/// Checks the text buffer `buf` and the length pointer `out_len` of an export that writes text
+/// (`cosid_format_id`, `cosid_id_to_base62`), before anything is written.
+pub(crate) fn check_text_out(
+    function: &'static str,
+    buf: *mut c_char,
+    out_len: *mut usize,
+) -> Result<(), cosid_status> {
+    if buf.is_null() {
+        return Err(null_argument(function, "buf"));
+    }
+    check_ptr(function, "out_len", out_len.cast_const())
+}
+
+/// Copies `text` and a NUL into `buf` and stores `text.len()` in `*out_len`: the one way text
+/// reaches a C buffer.
+pub(crate) fn write_text(buf: *mut c_char, out_len: *mut usize, text: &[u8]) {
+    // SAFETY: callers checked `buf` and `out_len` with `check_text_out` and that the buffer
+    // holds more than `text.len()` bytes; the caller of the export owns them for the call.
+    unsafe {
+        std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), text.len());
+        *buf.add(text.len()) = 0;
+    }
+    write_out(out_len, text.len());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

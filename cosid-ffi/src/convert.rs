@@ -1,6 +1,7 @@
 //! Ids taken apart (`cosid_parse`), layouts, and the base-62 text form.
 
-use crate::boundary::{c_bytes, c_str, check_ptr, guard, handle, null_argument, write_out};
+use crate::boundary::{c_bytes, c_str, check_ptr, check_text_out, guard, handle, out_value};
+use crate::boundary::{write_out, write_text};
 use crate::runtime::cosid_runtime;
 use crate::status::{cosid_status, fail, fail_with};
 use cosid_core::convert::{self, BASE62_WIDTH};
@@ -162,9 +163,7 @@ pub extern "C" fn cosid_runtime_layout(
     const F: &str = "cosid_runtime_layout";
     guard(F, || {
         let h = handle(F, "rt", rt)?;
-        check_ptr(F, "out", out.cast_const())?;
-        write_out(out, cosid_layout::of(h.rt.layout()));
-        Ok(())
+        out_value(F, out, || Ok(cosid_layout::of(h.rt.layout())))
     })
 }
 
@@ -219,10 +218,7 @@ pub extern "C" fn cosid_id_to_base62(
 ) -> cosid_status {
     const F: &str = "cosid_id_to_base62";
     guard(F, || {
-        if buf.is_null() {
-            return Err(null_argument(F, "buf"));
-        }
-        check_ptr(F, "out_len", out_len.cast_const())?;
+        check_text_out(F, buf, out_len)?;
         if len < COSID_BASE62_BUFFER_SIZE {
             return Err(fail_with(
                 F,
@@ -235,12 +231,8 @@ pub extern "C" fn cosid_id_to_base62(
         }
         let mut text = [0u8; BASE62_WIDTH];
         convert::encode_base62(id, &mut text);
-        // SAFETY: the caller gives `len >= 12` writable bytes at `buf`.
-        unsafe {
-            std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), BASE62_WIDTH);
-            *buf.add(BASE62_WIDTH) = 0;
-        }
-        write_out(out_len, BASE62_WIDTH);
+        // The caller gives `len >= 12` writable bytes at `buf`.
+        write_text(buf, out_len, &text);
         Ok(())
     })
 }
@@ -257,12 +249,10 @@ pub extern "C" fn cosid_id_from_base62(text: *const c_char, out: *mut u64) -> co
     const F: &str = "cosid_id_from_base62";
     guard(F, || {
         let bytes = c_bytes(F, "text", text)?;
-        check_ptr(F, "out", out.cast_const())?;
-        // Non-UTF-8 bytes are outside the alphabet anyway; show them lossily in the message.
-        let text = String::from_utf8_lossy(bytes);
-        let id = convert::parse_base62(&text).map_err(|e| fail(F, &e))?;
-        write_out(out, id);
-        Ok(())
+        out_value(F, out, || {
+            // Non-UTF-8 bytes are outside the alphabet anyway; show them lossily in the message.
+            convert::parse_base62(&String::from_utf8_lossy(bytes)).map_err(|e| fail(F, &e))
+        })
     })
 }
 

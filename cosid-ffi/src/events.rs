@@ -329,15 +329,21 @@ mod tests {
             .push((e.kind, e.slot, e.next_floor_ms, texts, message));
     }
 
-    #[test]
-    fn the_release_on_close_reaches_the_callback() {
-        let rt = memory_runtime("ffi-ev1");
-        let seen = Seen::default();
-        let user = &seen as *const Seen as *mut c_void;
+    /// A memory runtime on `ns` whose events `seen` records (`seen` must outlive it).
+    fn recorded_runtime(ns: &str, seen: &Seen) -> *mut cosid_runtime {
+        let rt = memory_runtime(ns);
+        let user = seen as *const Seen as *mut c_void;
         assert_eq!(
             cosid_runtime_set_event_callback(rt, Some(record), user),
             cosid_status::COSID_OK
         );
+        rt
+    }
+
+    #[test]
+    fn the_release_on_close_reaches_the_callback() {
+        let seen = Seen::default();
+        let rt = recorded_runtime("ffi-ev1", &seen);
         let mut id = 0;
         assert_eq!(crate::cosid_next(rt, &mut id), cosid_status::COSID_OK);
         assert_eq!(cosid_runtime_close(rt), cosid_status::COSID_OK);
@@ -353,13 +359,8 @@ mod tests {
 
     #[test]
     fn a_removed_callback_is_not_called() {
-        let rt = memory_runtime("ffi-ev2");
         let seen = Seen::default();
-        let user = &seen as *const Seen as *mut c_void;
-        assert_eq!(
-            cosid_runtime_set_event_callback(rt, Some(record), user),
-            cosid_status::COSID_OK
-        );
+        let rt = recorded_runtime("ffi-ev2", &seen);
         assert_eq!(
             cosid_runtime_set_event_callback(rt, None, std::ptr::null_mut()),
             cosid_status::COSID_OK

@@ -1,6 +1,6 @@
 //! `cosid_generator`: a named generator sharing its runtime's slot.
 
-use crate::boundary::{c_str, check_ptr, guard, guard_void, handle, out_slice, write_out, Handle};
+use crate::boundary::{c_str, guard, guard_void, handle, out_slice, out_value, Handle};
 use crate::runtime::{cosid_runtime, fill_batch};
 use crate::status::{cosid_status, fail};
 use cosid_core::Generator;
@@ -55,24 +55,21 @@ pub extern "C" fn cosid_generator_get(
     guard(F, || {
         let h = handle(F, "rt", rt)?;
         let name = c_str(F, "name", name, cosid_status::COSID_ERR_INVALID_ARGUMENT)?;
-        check_ptr(F, "out", out.cast_const())?;
-        if h.rt.is_closed() {
-            // The core hands out the default generator even when closed; a handle that can only
-            // fail is no use, so say it now.
-            return Err(fail(
-                F,
-                &cosid_core::Error::new(cosid_core::ErrorKind::Closed, "the runtime is closed"),
-            ));
-        }
-        let generator = h.rt.generator(name).map_err(|e| fail(F, &e))?;
-        write_out(
-            out,
-            Box::into_raw(Box::new(cosid_generator {
+        out_value(F, out, || {
+            if h.rt.is_closed() {
+                // The core hands out the default generator even when closed; a handle that can
+                // only fail is no use, so say it now.
+                return Err(fail(
+                    F,
+                    &cosid_core::Error::new(cosid_core::ErrorKind::Closed, "the runtime is closed"),
+                ));
+            }
+            let generator = h.rt.generator(name).map_err(|e| fail(F, &e))?;
+            Ok(Box::into_raw(Box::new(cosid_generator {
                 magic: cosid_generator::MAGIC,
                 generator,
-            })),
-        );
-        Ok(())
+            })))
+        })
     })
 }
 
@@ -84,10 +81,7 @@ pub extern "C" fn cosid_generator_next(g: *const cosid_generator, out: *mut u64)
     const F: &str = "cosid_generator_next";
     guard(F, || {
         let h = handle(F, "g", g)?;
-        check_ptr(F, "out", out.cast_const())?;
-        let id = h.generator.next().map_err(|e| fail(F, &e))?;
-        write_out(out, id);
-        Ok(())
+        out_value(F, out, || h.generator.next().map_err(|e| fail(F, &e)))
     })
 }
 

@@ -1,6 +1,6 @@
 //! `cosid_runtime`: a running id source (a slot, its keeper thread, its generators).
 
-use crate::boundary::{c_str, check_ptr, guard, guard_void, handle, out_slice, write_out, Handle};
+use crate::boundary::{c_str, guard, guard_void, handle, out_slice, out_value, Handle};
 use crate::events::EventSlot;
 use crate::status::{cosid_status, fail};
 use cosid_core::{Generator, Reservation, Result, Runtime, TryNext};
@@ -92,20 +92,19 @@ pub extern "C" fn cosid_runtime_new(
 ) -> cosid_status {
     const F: &str = "cosid_runtime_new";
     guard(F, || {
-        check_ptr(F, "out", out.cast_const())?;
-        let rt = if config.is_null() {
-            Runtime::embedded_default()
-        } else {
-            Runtime::from_yaml(c_str(F, "config", config, cosid_status::COSID_ERR_CONFIG)?)
-        }
-        .map_err(|e| fail(F, &e))?;
-        let handle = Box::new(cosid_runtime {
-            magic: cosid_runtime::MAGIC,
-            rt,
-            events: Arc::default(),
-        });
-        write_out(out, Box::into_raw(handle));
-        Ok(())
+        out_value(F, out, || {
+            let rt = if config.is_null() {
+                Runtime::embedded_default()
+            } else {
+                Runtime::from_yaml(c_str(F, "config", config, cosid_status::COSID_ERR_CONFIG)?)
+            }
+            .map_err(|e| fail(F, &e))?;
+            Ok(Box::into_raw(Box::new(cosid_runtime {
+                magic: cosid_runtime::MAGIC,
+                rt,
+                events: Arc::default(),
+            })))
+        })
     })
 }
 
@@ -128,10 +127,7 @@ pub extern "C" fn cosid_next(rt: *const cosid_runtime, out: *mut u64) -> cosid_s
     const F: &str = "cosid_next";
     guard(F, || {
         let h = handle(F, "rt", rt)?;
-        check_ptr(F, "out", out.cast_const())?;
-        let id = h.rt.next().map_err(|e| fail(F, &e))?;
-        write_out(out, id);
-        Ok(())
+        out_value(F, out, || h.rt.next().map_err(|e| fail(F, &e)))
     })
 }
 
@@ -275,13 +271,11 @@ pub extern "C" fn cosid_runtime_stats(
     const F: &str = "cosid_runtime_stats";
     guard(F, || {
         let h = handle(F, "rt", rt)?;
-        check_ptr(F, "out", out.cast_const())?;
-        // The core's fields one for one (`the_c_stats_carry_exactly_the_core_fields` fails when
-        // the core's table and this struct part).
-        let s = h.rt.stats();
-        write_out(
-            out,
-            cosid_stats {
+        out_value(F, out, || {
+            // The core's fields one for one (`the_c_stats_carry_exactly_the_core_fields` fails
+            // when the core's table and this struct part).
+            let s = h.rt.stats();
+            Ok(cosid_stats {
                 ids_issued: s.ids_issued,
                 waits: s.waits,
                 renewals: s.renewals,
@@ -293,9 +287,8 @@ pub extern "C" fn cosid_runtime_stats(
                 bound: s.bound,
                 floor_ms: s.floor_ms,
                 ceiling_ms: s.ceiling_ms,
-            },
-        );
-        Ok(())
+            })
+        })
     })
 }
 

@@ -1,7 +1,7 @@
 //! Id text in a named form with options (`cosid_core::convert::TextFormat`): the same format
 //! spec as `cosid --format`, Python's `format_id`/`parse_id` and Node's `formatId`/`parseId`.
 
-use crate::boundary::{c_bytes, c_str, check_ptr, guard, null_argument, write_out};
+use crate::boundary::{c_bytes, c_str, check_ptr, check_text_out, guard, out_value, write_text};
 use crate::convert::cosid_layout;
 use crate::status::{cosid_status, fail, fail_with};
 use cosid_core::convert::TextFormat;
@@ -61,10 +61,7 @@ pub extern "C" fn cosid_format_id(
 ) -> cosid_status {
     const F: &str = "cosid_format_id";
     guard(F, || {
-        if buf.is_null() {
-            return Err(null_argument(F, "buf"));
-        }
-        check_ptr(F, "out_len", out_len.cast_const())?;
+        check_text_out(F, buf, out_len)?;
         let l = layout_or_default(F, layout)?;
         let text = spec(F, format)?.format(&l, id).map_err(|e| fail(F, &e))?;
         if text.len() >= len {
@@ -78,12 +75,8 @@ pub extern "C" fn cosid_format_id(
                 ),
             ));
         }
-        // SAFETY: the caller gives `len > text.len()` writable bytes at `buf`.
-        unsafe {
-            std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), text.len());
-            *buf.add(text.len()) = 0;
-        }
-        write_out(out_len, text.len());
+        // The caller gives `len > text.len()` writable bytes at `buf`.
+        write_text(buf, out_len, text.as_bytes());
         Ok(())
     })
 }
@@ -106,15 +99,13 @@ pub extern "C" fn cosid_parse_id(
     const F: &str = "cosid_parse_id";
     guard(F, || {
         let bytes = c_bytes(F, "text", text)?;
-        check_ptr(F, "out", out.cast_const())?;
-        let l = layout_or_default(F, layout)?;
-        let f = spec(F, format)?;
-        // Non-UTF-8 bytes fit no form anyway; show them lossily in the message.
-        let id = f
-            .parse_id(&l, &String::from_utf8_lossy(bytes))
-            .map_err(|e| fail(F, &e))?;
-        write_out(out, id);
-        Ok(())
+        out_value(F, out, || {
+            let l = layout_or_default(F, layout)?;
+            let f = spec(F, format)?;
+            // Non-UTF-8 bytes fit no form anyway; show them lossily in the message.
+            f.parse_id(&l, &String::from_utf8_lossy(bytes))
+                .map_err(|e| fail(F, &e))
+        })
     })
 }
 

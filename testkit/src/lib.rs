@@ -26,6 +26,7 @@
 
 pub mod etcd_cluster;
 pub mod pg_standby;
+pub mod race;
 pub mod redis_cluster;
 pub mod redis_ha;
 
@@ -347,17 +348,7 @@ impl Server {
                 if unsafe { libc::geteuid() } == 0 {
                     cmd.arg("--user=root");
                 }
-                let out = cmd.output().unwrap_or_else(|e| {
-                    panic!("cosid-testkit: cannot run {}: {e}", install.display())
-                });
-                assert!(
-                    out.status.success(),
-                    "cosid-testkit: {} failed ({}):\n{}{}",
-                    install.display(),
-                    out.status,
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                );
+                run(cmd, &install.display().to_string());
                 let (pw_user, pw) = MYSQL_PASSWORD_USER;
                 std::fs::write(
                     self.dir.join("init.sql"),
@@ -386,19 +377,7 @@ impl Server {
                     ])
                     .stdin(Stdio::null());
                 self.as_postgres_user(&mut cmd);
-                let out = cmd.output().unwrap_or_else(|e| {
-                    panic!(
-                        "cosid-testkit: cannot run {}: {e}",
-                        pg_bin("initdb").display()
-                    )
-                });
-                assert!(
-                    out.status.success(),
-                    "cosid-testkit: initdb failed ({}):\n{}{}",
-                    out.status,
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                );
+                run(cmd, &pg_bin("initdb").display().to_string());
             }
         }
     }
@@ -827,6 +806,131 @@ fn kill_child(child: &Mutex<Option<Child>>, id: u64, dir: &Path) {
         let _ = child.wait();
         register(id, None, dir);
     }
+}
+
+/// A process of a multi-process test server (a Redis Cluster node, a sentinel) that owns its
+/// directory: registered for the exit hook, and killed with its directory removed on drop.
+#[derive(Debug)]
+struct Spawned {
+    id: u64,
+    /// The port it serves on.
+    port: u16,
+    dir: PathBuf,
+    child: Child,
+}
+
+impl Spawned {
+    /// Creates `dir`, runs the command `setup` makes there with its output in `server.log`, and
+    /// waits until `ready` holds; `id` is its registry entry, `name` and `port` name it in
+    /// panics. One start for every such process, so each is registered and bounded the same way.
+    fn start(
+        id: u64,
+        dir: PathBuf,
+        (name, port): (&str, u16),
+        setup: impl FnOnce(&Path) -> Command,
+        ready: impl Fn() -> bool,
+    ) -> Spawned {
+        let what = format!("the {name} on port {port}");
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("cosid-testkit: cannot create {}: {e}", dir.display()));
+        register(id, None, &dir);
+        let mut cmd = setup(&dir);
+        let log = dir.join("server.log");
+        let out = std::fs::File::create(&log)
+            .unwrap_or_else(|e| panic!("cosid-testkit: cannot create the log of {what}: {e}"));
+        cmd.current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out);
+        let child =
+            spawn_tied(cmd).unwrap_or_else(|e| panic!("cosid-testkit: cannot start {what}: {e}"));
+        register(id, Some(child.id()), &dir);
+        let mut spawned = Spawned {
+            id,
+            port,
+            dir,
+            child,
+        };
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while !ready() {
+            let exited = matches!(spawned.child.try_wait(), Ok(Some(_)));
+            if exited || Instant::now() > deadline {
+                panic!(
+                    "cosid-testkit: {what} did not start; its log:\n{}",
+                    tail(&log)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        spawned
+    }
+
+    /// The last lines of the process's log.
+    fn log_tail(&self) -> String {
+        tail(&self.dir.join("server.log"))
+    }
+}
+
+/// The logs of a group's processes, each headed `name on port …`: what a panic about the
+/// group shows.
+fn logs_of<'a>(name: &str, processes: impl Iterator<Item = &'a Spawned>) -> String {
+    let logs: Vec<String> = processes
+        .map(|p| format!("{name} on port {}:\n{}", p.port, p.log_tail()))
+        .collect();
+    logs.join("\n")
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        unregister(self.id);
+    }
+}
+
+/// The one of a group's `members` serving on `port` (`port_of` reads a member's); a panic
+/// naming the `kind` of member when none does. How a group finds the node a test names.
+fn on_port<'a, T>(members: &'a [T], port: u16, port_of: fn(&T) -> u16, kind: &str) -> &'a T {
+    members
+        .iter()
+        .find(|m| port_of(m) == port)
+        .unwrap_or_else(|| panic!("cosid-testkit: no {kind} on port {port}"))
+}
+
+/// Polls `done` every `every` until it holds, or panics naming `what` with `logs()` (read only
+/// then) after [`READY_TIMEOUT`]: the one bounded wait of the testkit's servers.
+fn wait_until(
+    what: &str,
+    every: Duration,
+    mut done: impl FnMut() -> bool,
+    logs: impl FnOnce() -> String,
+) {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    while !done() {
+        if Instant::now() > deadline {
+            panic!(
+                "cosid-testkit: not done within {READY_TIMEOUT:?}: {what}\n{}",
+                logs()
+            );
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// Runs `cmd` (`what` names it), panicking with its output when it fails; its standard output.
+fn run(mut cmd: Command, what: &str) -> String {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cosid-testkit: cannot run {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "cosid-testkit: {what} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn exchange(port: u16, request: &[u8]) -> Option<String> {

@@ -12,7 +12,7 @@
 //! and [`PgPair::promote_standby`] promotes the standby (`pg_promote()`, waiting until it is
 //! done). Both servers stop and their data is removed on drop. Every wait is bounded.
 
-use super::{pg_bin, Server, READY_TIMEOUT};
+use super::{pg_bin, run, wait_until, Server, READY_TIMEOUT};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -134,29 +134,24 @@ impl PgPair {
     pub fn promote_standby(&self) {
         let out = psql(self.standby.port(), "SELECT pg_promote(true, 60)");
         assert_eq!(out, "t", "cosid-testkit: pg_promote() answered {out:?}");
-        let deadline = Instant::now() + READY_TIMEOUT;
-        while psql(self.standby.port(), "SELECT pg_is_in_recovery()") != "f" {
-            assert!(
-                Instant::now() < deadline,
-                "cosid-testkit: the standby is still in recovery {READY_TIMEOUT:?} after \
-                 pg_promote()"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until(
+            "the standby leaves recovery after pg_promote()",
+            Duration::from_millis(50),
+            || psql(self.standby.port(), "SELECT pg_is_in_recovery()") == "f",
+            String::new,
+        );
     }
 
     /// Waits until the standby has replayed everything the primary has written so far.
     pub fn wait_until_caught_up(&self) {
         let lsn = self.sql_primary("SELECT pg_current_wal_lsn()");
         let query = format!("SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn");
-        let deadline = Instant::now() + READY_TIMEOUT;
-        while self.sql_standby(&query) != "t" {
-            assert!(
-                Instant::now() < deadline,
-                "cosid-testkit: the standby has not replayed up to {lsn} within {READY_TIMEOUT:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until(
+            &format!("the standby replays up to {lsn}"),
+            Duration::from_millis(50),
+            || self.sql_standby(&query) == "t",
+            String::new,
+        );
     }
 
     /// Stops the standby's replication (`primary_conninfo` emptied) and waits until its WAL
@@ -166,15 +161,12 @@ impl PgPair {
     pub fn cut_replication(&self) {
         self.sql_standby("ALTER SYSTEM SET primary_conninfo = ''");
         self.sql_standby("SELECT pg_reload_conf()");
-        let deadline = Instant::now() + READY_TIMEOUT;
-        while self.sql_standby("SELECT count(*) FROM pg_stat_wal_receiver") != "0" {
-            assert!(
-                Instant::now() < deadline,
-                "cosid-testkit: the standby still receives WAL {READY_TIMEOUT:?} after its \
-                 primary_conninfo was emptied"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until(
+            "the standby stops receiving WAL after its primary_conninfo was emptied",
+            Duration::from_millis(50),
+            || self.sql_standby("SELECT count(*) FROM pg_stat_wal_receiver") == "0",
+            String::new,
+        );
     }
 
     /// Runs `sql` on the primary, returning its unaligned output.
@@ -223,21 +215,6 @@ pub fn psql(port: u16, sql: &str) -> String {
         .env("PGOPTIONS", "-c statement_timeout=70000")
         .stdin(Stdio::null());
     run(cmd, "psql").trim().to_string()
-}
-
-/// Runs `cmd`, panicking with its output when it fails; its standard output.
-fn run(mut cmd: Command, what: &str) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cosid-testkit: cannot run {what}: {e}"));
-    assert!(
-        out.status.success(),
-        "cosid-testkit: {what} failed ({}):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[cfg(test)]

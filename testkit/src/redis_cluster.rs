@@ -19,15 +19,14 @@
 //! every wait is bounded.
 
 use super::redis_ha::complete;
-use super::{binary, free_port, register, spawn_tied, tail, unregister, Kind, NEXT_ID};
-use super::{READY_TIMEOUT, REDIS_SERVER_ARGS};
+use super::REDIS_SERVER_ARGS;
+use super::{binary, free_port, logs_of, on_port, wait_until, Kind, Spawned, NEXT_ID};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The password of every node of a [`RedisCluster`]: a test fixture, not a secret.
 pub const CLUSTER_PASSWORD: &str = "pw-of-the-test-cluster";
@@ -41,16 +40,17 @@ const NODES: usize = 3;
 /// One cluster node, killed (and its directory removed) on drop.
 #[derive(Debug)]
 struct Node {
-    id: u64,
-    port: u16,
     bus_port: u16,
     /// The node's cluster id (`CLUSTER MYID`).
     node_id: String,
-    dir: PathBuf,
-    child: Child,
+    process: Spawned,
 }
 
 impl Node {
+    fn port(&self) -> u16 {
+        self.process.port
+    }
+
     fn start() -> Node {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let (port, bus_port) = (free_port(), free_port());
@@ -58,66 +58,39 @@ impl Node {
             "cosid-testkit-{}-{id}-cluster-node",
             std::process::id()
         ));
-        std::fs::create_dir_all(&dir)
-            .unwrap_or_else(|e| panic!("cosid-testkit: cannot create {}: {e}", dir.display()));
-        register(id, None, &dir);
-        let log = dir.join("server.log");
-        let out = std::fs::File::create(&log).expect("cosid-testkit: cluster node log");
-        let mut cmd = Command::new(binary(Kind::Redis));
-        cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--cluster-enabled", "yes"])
-            .args(["--cluster-port", &bus_port.to_string()])
-            .args(["--cluster-config-file", "nodes.conf"])
-            // Long: no test fails a node over, and a killed node must stay named as the owner
-            // by the others for as long as a test looks.
-            .args(["--cluster-node-timeout", "30000"])
-            .arg("--dir")
-            .arg(&dir)
-            .args(REDIS_SERVER_ARGS)
-            .args(["--requirepass", CLUSTER_PASSWORD])
-            .args(["--masterauth", CLUSTER_PASSWORD])
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log"))
-            .stderr(out);
-        let child = spawn_tied(cmd)
-            .unwrap_or_else(|e| panic!("cosid-testkit: cannot start a cluster node: {e}"));
-        register(id, Some(child.id()), &dir);
-        let mut node = Node {
+        let process = Spawned::start(
             id,
-            port,
-            bus_port,
-            node_id: String::new(),
             dir,
-            child,
-        };
-        let deadline = Instant::now() + READY_TIMEOUT;
-        while !command(port, &["PING"]).is_some_and(|r| r.starts_with(b"+PONG")) {
-            let exited = matches!(node.child.try_wait(), Ok(Some(_)));
-            if exited || Instant::now() > deadline {
-                panic!(
-                    "cosid-testkit: the cluster node on port {port} did not start; its log:\n{}",
-                    tail(&log)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        node.node_id = text(&command(port, &["CLUSTER", "MYID"]).expect("CLUSTER MYID"))
+            ("cluster node", port),
+            |dir| {
+                let mut cmd = Command::new(binary(Kind::Redis));
+                cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+                    .args(["--cluster-enabled", "yes"])
+                    .args(["--cluster-port", &bus_port.to_string()])
+                    .args(["--cluster-config-file", "nodes.conf"])
+                    // Long: no test fails a node over, and a killed node must stay named as the
+                    // owner by the others for as long as a test looks.
+                    .args(["--cluster-node-timeout", "30000"])
+                    .arg("--dir")
+                    .arg(dir)
+                    .args(REDIS_SERVER_ARGS)
+                    .args(["--requirepass", CLUSTER_PASSWORD])
+                    .args(["--masterauth", CLUSTER_PASSWORD]);
+                cmd
+            },
+            || command(port, &["PING"]).is_some_and(|r| r.starts_with(b"+PONG")),
+        );
+        let node_id = text(&command(port, &["CLUSTER", "MYID"]).expect("CLUSTER MYID"))
             .lines()
             .nth(1)
             .unwrap_or_default()
             .to_string();
-        assert_eq!(node.node_id.len(), 40, "cosid-testkit: CLUSTER MYID");
-        node
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-        unregister(self.id);
+        assert_eq!(node_id.len(), 40, "cosid-testkit: CLUSTER MYID");
+        Node {
+            bus_port,
+            node_id,
+            process,
+        }
     }
 }
 
@@ -151,7 +124,7 @@ impl RedisCluster {
                 first + per - 1
             };
             let reply = command(
-                n.port,
+                n.port(),
                 &[
                     "CLUSTER",
                     "ADDSLOTSRANGE",
@@ -167,12 +140,12 @@ impl RedisCluster {
         }
         for n in &nodes[1..] {
             let reply = command(
-                nodes[0].port,
+                nodes[0].port(),
                 &[
                     "CLUSTER",
                     "MEET",
                     "127.0.0.1",
-                    &n.port.to_string(),
+                    &n.port().to_string(),
                     &n.bus_port.to_string(),
                 ],
             );
@@ -185,7 +158,7 @@ impl RedisCluster {
         let cluster = RedisCluster { nodes };
         cluster.wait_until("every node serves the cluster and knows the others", || {
             cluster.nodes.iter().all(|n| {
-                let info = command(n.port, &["CLUSTER", "INFO"])
+                let info = command(n.port(), &["CLUSTER", "INFO"])
                     .map(|r| text(&r))
                     .unwrap_or_default();
                 info.contains("cluster_state:ok")
@@ -202,7 +175,7 @@ impl RedisCluster {
         let hosts: Vec<String> = self
             .nodes
             .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
+            .map(|n| format!("127.0.0.1:{}", n.port()))
             .collect();
         format!(
             "redis+cluster://:{CLUSTER_PASSWORD}@{}/0{query}",
@@ -212,12 +185,12 @@ impl RedisCluster {
 
     /// The client ports of the nodes.
     pub fn ports(&self) -> Vec<u16> {
-        self.nodes.iter().map(|n| n.port).collect()
+        self.nodes.iter().map(|n| n.port()).collect()
     }
 
     /// The hash slot of `key`, as the cluster computes it (`CLUSTER KEYSLOT`).
     pub fn keyslot(&self, key: &str) -> u16 {
-        let reply = command(self.nodes[0].port, &["CLUSTER", "KEYSLOT", key]);
+        let reply = command(self.nodes[0].port(), &["CLUSTER", "KEYSLOT", key]);
         integer(reply.as_deref()).unwrap_or_else(|| panic!("cosid-testkit: CLUSTER KEYSLOT {key}"))
             as u16
     }
@@ -246,7 +219,7 @@ impl RedisCluster {
 
     /// The port of the node that owns `slot` (as its first node sees it).
     pub fn owner(&self, slot: u16) -> u16 {
-        self.owner_seen_by(self.nodes[0].port, slot)
+        self.owner_seen_by(self.nodes[0].port(), slot)
     }
 
     /// Starts moving `slot` from its owner to the next node: `CLUSTER SETSLOT slot IMPORTING`
@@ -257,9 +230,9 @@ impl RedisCluster {
         let i = self
             .nodes
             .iter()
-            .position(|n| n.port == from)
+            .position(|n| n.port() == from)
             .expect("the owner is a node of the cluster");
-        let to = self.nodes[(i + 1) % NODES].port;
+        let to = self.nodes[(i + 1) % NODES].port();
         let s = slot.to_string();
         ok(
             to,
@@ -342,7 +315,7 @@ impl RedisCluster {
         self.wait_until("every node names the new owner of the slot", || {
             self.nodes
                 .iter()
-                .all(|n| self.owner_seen_by(n.port, m.slot) == m.to)
+                .all(|n| self.owner_seen_by(n.port(), m.slot) == m.to)
         });
     }
 
@@ -357,19 +330,17 @@ impl RedisCluster {
     /// Kills the node on `port` with `SIGKILL` (the other nodes keep naming it as the owner of
     /// its slots until the cluster's node timeout, 30 s, passes).
     pub fn kill_node(&self, port: u16) {
-        let pid = self.node(port).child.id();
+        let pid = self.node(port).process.child.id();
         // The child is reaped when the node is dropped.
         unsafe {
             libc::kill(pid as libc::pid_t, libc::SIGKILL);
         }
-        let deadline = Instant::now() + READY_TIMEOUT;
-        while command(port, &["PING"]).is_some() {
-            assert!(
-                Instant::now() < deadline,
-                "cosid-testkit: node {port} still answers"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until(
+            &format!("node {port} stops answering"),
+            Duration::from_millis(20),
+            || command(port, &["PING"]).is_none(),
+            String::new,
+        );
     }
 
     /// How many `ASK` or `MOVED` (`code`) replies the node on `port` has sent since it started
@@ -383,36 +354,15 @@ impl RedisCluster {
     }
 
     fn node(&self, port: u16) -> &Node {
-        self.nodes
-            .iter()
-            .find(|n| n.port == port)
-            .unwrap_or_else(|| panic!("cosid-testkit: no cluster node on port {port}"))
+        on_port(&self.nodes, port, Node::port, "cluster node")
     }
 
     /// Polls `done` every 50 ms until it holds, or panics naming `what` after
-    /// [`READY_TIMEOUT`] with the nodes' logs.
-    fn wait_until(&self, what: &str, mut done: impl FnMut() -> bool) {
-        let deadline = Instant::now() + READY_TIMEOUT;
-        while !done() {
-            if Instant::now() > deadline {
-                let logs: Vec<String> = self
-                    .nodes
-                    .iter()
-                    .map(|n| {
-                        format!(
-                            "node on port {}:\n{}",
-                            n.port,
-                            tail(&n.dir.join("server.log"))
-                        )
-                    })
-                    .collect();
-                panic!(
-                    "cosid-testkit: not done within {READY_TIMEOUT:?}: {what}\n{}",
-                    logs.join("\n")
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+    /// `READY_TIMEOUT` with the nodes' logs.
+    fn wait_until(&self, what: &str, done: impl FnMut() -> bool) {
+        wait_until(what, Duration::from_millis(50), done, || {
+            logs_of("node", self.nodes.iter().map(|n| &n.process))
+        });
     }
 }
 

@@ -16,15 +16,14 @@
 //! Every process is tied to this one (see the crate documentation) and stopped on drop, and
 //! every wait is bounded.
 
-use super::READY_TIMEOUT;
-use super::{binary, free_port, kill_child, register, spawn_tied, tail, unregister};
-use super::{Kind, Server, NEXT_ID};
+use super::{binary, free_port, kill_child, logs_of, on_port, wait_until};
+use super::{Kind, Server, Spawned, NEXT_ID};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The name the sentinels monitor the primary by.
 pub const MASTER_NAME: &str = "cosid";
@@ -32,64 +31,23 @@ pub const MASTER_NAME: &str = "cosid";
 /// The number of sentinels.
 const SENTINELS: usize = 3;
 
-/// One sentinel (`redis-server sentinel.conf --sentinel`), killed on drop.
-#[derive(Debug)]
-struct Sentinel {
-    id: u64,
-    port: u16,
-    dir: PathBuf,
-    child: Child,
-}
-
-impl Sentinel {
-    /// Starts a sentinel with `conf` (in `dir`) and waits until it answers on `port`.
-    fn start(dir: PathBuf, port: u16, conf: &str) -> Sentinel {
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        std::fs::create_dir_all(&dir)
-            .unwrap_or_else(|e| panic!("cosid-testkit: cannot create {}: {e}", dir.display()));
-        register(id, None, &dir);
-        let file = dir.join("sentinel.conf");
-        std::fs::write(&file, conf).expect("cosid-testkit: sentinel.conf");
-        let log = dir.join("server.log");
-        let out = std::fs::File::create(&log).expect("cosid-testkit: sentinel log");
-        let mut cmd = Command::new(binary(Kind::Redis));
-        cmd.arg(&file)
-            .arg("--sentinel")
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log"))
-            .stderr(out);
-        let child = spawn_tied(cmd)
-            .unwrap_or_else(|e| panic!("cosid-testkit: cannot start a sentinel: {e}"));
-        register(id, Some(child.id()), &dir);
-        let mut sentinel = Sentinel {
-            id,
-            port,
-            dir,
-            child,
-        };
-        let deadline = Instant::now() + READY_TIMEOUT;
-        while !command(port, &["PING"]).is_some_and(|r| r.starts_with(b"+PONG")) {
-            let exited = matches!(sentinel.child.try_wait(), Ok(Some(_)));
-            if exited || Instant::now() > deadline {
-                panic!(
-                    "cosid-testkit: the sentinel on port {port} did not start; its log:\n{}",
-                    tail(&log)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        sentinel
-    }
-}
-
-impl Drop for Sentinel {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-        unregister(self.id);
-    }
+/// Starts a sentinel (`redis-server sentinel.conf --sentinel`, killed on drop) with `conf` (in
+/// `dir`) and waits until it answers on `port`.
+fn start_sentinel(dir: PathBuf, port: u16, conf: &str) -> Spawned {
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    Spawned::start(
+        id,
+        dir,
+        ("sentinel", port),
+        |dir| {
+            let file = dir.join("sentinel.conf");
+            std::fs::write(&file, conf).expect("cosid-testkit: sentinel.conf");
+            let mut cmd = Command::new(binary(Kind::Redis));
+            cmd.arg(&file).arg("--sentinel");
+            cmd
+        },
+        || command(port, &["PING"]).is_some_and(|r| r.starts_with(b"+PONG")),
+    )
 }
 
 /// Kills `server` with `SIGKILL` (a crash: no append-only file flushed at exit, clients cut
@@ -103,7 +61,7 @@ fn kill(server: &Server) {
 pub struct RedisHa {
     /// The data nodes; the first was the primary at the start.
     nodes: Vec<Server>,
-    sentinels: Vec<Sentinel>,
+    sentinels: Vec<Spawned>,
 }
 
 impl RedisHa {
@@ -141,7 +99,7 @@ impl RedisHa {
                     dir = dir.display(),
                     failover_timeout = (down_after * 5).max(5000),
                 );
-                Sentinel::start(dir, port, &conf)
+                start_sentinel(dir, port, &conf)
             })
             .collect();
         let ha = RedisHa { nodes, sentinels };
@@ -281,36 +239,15 @@ impl RedisHa {
     }
 
     fn node(&self, port: u16) -> &Server {
-        self.nodes
-            .iter()
-            .find(|n| n.port() == port)
-            .unwrap_or_else(|| panic!("cosid-testkit: no data node on port {port}"))
+        on_port(&self.nodes, port, Server::port, "data node")
     }
 
     /// Polls `done` every 100 ms until it holds, or panics naming `what` after
-    /// [`READY_TIMEOUT`] with the logs of the sentinels.
-    fn wait_until(&self, what: &str, mut done: impl FnMut() -> bool) {
-        let deadline = Instant::now() + READY_TIMEOUT;
-        while !done() {
-            if Instant::now() > deadline {
-                let logs: Vec<String> = self
-                    .sentinels
-                    .iter()
-                    .map(|s| {
-                        format!(
-                            "sentinel on port {}:\n{}",
-                            s.port,
-                            tail(&s.dir.join("server.log"))
-                        )
-                    })
-                    .collect();
-                panic!(
-                    "cosid-testkit: not done within {READY_TIMEOUT:?}: {what}\n{}",
-                    logs.join("\n")
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+    /// `READY_TIMEOUT` with the logs of the sentinels.
+    fn wait_until(&self, what: &str, done: impl FnMut() -> bool) {
+        wait_until(what, Duration::from_millis(100), done, || {
+            logs_of("sentinel", self.sentinels.iter())
+        });
     }
 }
 

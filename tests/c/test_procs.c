@@ -36,28 +36,43 @@ static void make_config(char *out, size_t n, const char *ns, const char *extra) 
            ns, extra, test_dir(), BITS);
 }
 
-/* Fills ids[0..n) from a generator: half single ids, half batches. */
-static int issue_gen(cosid_generator *g, uint64_t *ids, size_t n) {
+/* Where ids come from: a generator, or a runtime's default generator when `g` is NULL. */
+struct source {
+  cosid_runtime *rt;
+  cosid_generator *g;
+};
+
+/* Fills ids[0..n) from `src`: half single ids, half batches. One loop for both kinds of
+ * source, so a runtime and a generator are exercised the same way. */
+static int issue(struct source src, uint64_t *ids, size_t n) {
   for (size_t i = 0; i < n / 2; i++) {
-    if (cosid_generator_next(g, &ids[i]) != COSID_OK) return 1;
+    cosid_status s = src.g ? cosid_generator_next(src.g, &ids[i]) : cosid_next(src.rt, &ids[i]);
+    if (s != COSID_OK) return 1;
   }
   for (size_t i = n / 2; i < n; i += BATCH) {
     size_t k = n - i < BATCH ? n - i : BATCH;
-    if (cosid_generator_next_batch(g, &ids[i], k) != COSID_OK) return 1;
+    cosid_status s = src.g ? cosid_generator_next_batch(src.g, &ids[i], k)
+                           : cosid_next_batch(src.rt, &ids[i], k);
+    if (s != COSID_OK) return 1;
   }
   return 0;
 }
 
-/* The same from a runtime's default generator. */
+static int issue_gen(cosid_generator *g, uint64_t *ids, size_t n) {
+  return issue((struct source){.g = g}, ids, n);
+}
+
 static int issue_rt(cosid_runtime *rt, uint64_t *ids, size_t n) {
-  for (size_t i = 0; i < n / 2; i++) {
-    if (cosid_next(rt, &ids[i]) != COSID_OK) return 1;
-  }
-  for (size_t i = n / 2; i < n; i += BATCH) {
-    size_t k = n - i < BATCH ? n - i : BATCH;
-    if (cosid_next_batch(rt, &ids[i], k) != COSID_OK) return 1;
-  }
-  return 0;
+  return issue((struct source){.rt = rt}, ids, n);
+}
+
+/* A runtime built from `config` and its "orders" generator, obtained before any fork: what
+ * both policies' tests start from. */
+static cosid_runtime *runtime_with_orders(const char *config, cosid_generator **orders) {
+  cosid_runtime *rt = NULL;
+  OK(cosid_runtime_new(config, &rt));
+  OK(cosid_generator_get(rt, "orders", orders));
+  return rt;
 }
 
 static void write_ids(const char *path, const uint64_t *ids, size_t n) {
@@ -166,10 +181,8 @@ static int fail_child(cosid_runtime *parent, cosid_generator *parent_gen) {
 }
 
 static void test_fail_policy(void) {
-  cosid_runtime *rt = NULL;
-  OK(cosid_runtime_new(config_fail, &rt));
   cosid_generator *gen = NULL;
-  OK(cosid_generator_get(rt, "orders", &gen));
+  cosid_runtime *rt = runtime_with_orders(config_fail, &gen);
   uint64_t ids[2000];
   CHECK(issue_rt(rt, ids, 500) == 0);
 
@@ -253,10 +266,8 @@ static int worker(int n, cosid_runtime *rt, cosid_generator *orders, int go) {
 }
 
 static void test_forked_workers(void) {
-  cosid_runtime *rt = NULL;
-  OK(cosid_runtime_new(config_default, &rt));
   cosid_generator *orders = NULL;
-  OK(cosid_generator_get(rt, "orders", &orders));
+  cosid_runtime *rt = runtime_with_orders(config_default, &orders);
   cosid_stats st;
   OK(cosid_runtime_stats(rt, &st));
   uint32_t parent_slot = st.slot;

@@ -369,47 +369,18 @@ class Ctx:
               acquire_timeout: str | None = None) -> Proc:
         key = key or f"{self.namespace}-{label}"
         env = dict(self.cmd_env, **(env or {}))
-        if lang == "node":
-            if self.run.node is None:
-                lang = "cli"
-            elif self.store_kind not in self.run.node_stores:
-                self.event(f"{label}: the cosid CLI instead of the Node addon, which was built without {self.store_kind}")
-            else:
-                label += "-node"
-                args = ["--store", url or self.url(via_proxy), "--namespace", self.namespace, "--owner-key", key,
-                        "--ttl", TTL, "--tolerance", TOLERANCE, "--rate", str(rate or self.run.args.rate)]
-                p = Proc(self, label, args, key, skew=skew, env=env, program=list(self.run.node))
-                self.procs.append(p)
-                self.note(f"{label} started (Node addon)" + (" via proxy" if via_proxy else ""))
-                return p
-        if lang == "c":
-            if self.run.cworker is None:
-                lang = "cli"
-            elif self.store_kind not in self.run.c_stores:
-                self.event(f"{label}: the cosid CLI instead of the C library, which was built without {self.store_kind}")
-            else:
-                label += "-c"
-                args = ["--store", url or self.url(via_proxy), "--namespace", self.namespace, "--owner-key", key,
-                        "--ttl", TTL, "--tolerance", TOLERANCE, "--rate", str(rate or self.run.args.rate)]
+        worker = self.binding_worker(label, lang)
+        if worker is not None:
+            program, name = worker
+            label += f"-{lang}"
+            args = ["--store", url or self.url(via_proxy), "--namespace", self.namespace, "--owner-key", key,
+                    "--ttl", TTL, "--tolerance", TOLERANCE, "--rate", str(rate or self.run.args.rate)]
+            if lang == "c":
                 args += extra or []
-                p = Proc(self, label, args, key, skew=skew, env=env, program=[self.run.cworker])
-                self.procs.append(p)
-                self.note(f"{label} started (C library)" + (" via proxy" if via_proxy else ""))
-                return p
-        if lang == "py":
-            if self.run.python is None:
-                lang = "cli"  # the report says the wheel was not there
-            elif self.store_kind not in self.run.py_stores:
-                self.event(f"{label}: the cosid CLI instead of the Python wheel, which was built without {self.store_kind}")
-            else:
-                label += "-py"
-                args = ["--store", url or self.url(via_proxy), "--namespace", self.namespace, "--owner-key", key,
-                        "--ttl", TTL, "--tolerance", TOLERANCE, "--rate", str(rate or self.run.args.rate)]
-                p = Proc(self, label, args, key, skew=skew, env=env,
-                         program=[self.run.python, str(Path(__file__).resolve().parent / "pyworker.py")])
-                self.procs.append(p)
-                self.note(f"{label} started (Python wheel)" + (" via proxy" if via_proxy else ""))
-                return p
+            p = Proc(self, label, args, key, skew=skew, env=env, program=program)
+            self.procs.append(p)
+            self.note(f"{label} started ({name})" + (" via proxy" if via_proxy else ""))
+            return p
         args = ["next", "--follow", "--rate", str(rate or self.run.args.rate), "--format", "dec",
                 "--store", url or self.url(via_proxy), "--namespace", self.namespace,
                 "--owner-key", key, "--ttl", TTL, "--tolerance", TOLERANCE]
@@ -424,6 +395,31 @@ class Ctx:
         self.procs.append(p)
         self.note(f"{label} started" + (f" (clock {skew})" if skew else "") + (" via proxy" if via_proxy else ""))
         return p
+
+    def binding_worker(self, label: str, lang: str) -> tuple[list[str], str] | None:
+        """The worker program and name of the binding `lang` ("node", "c" or "py") when it runs
+        on this store; None when the cosid CLI runs instead (the binding is not there, or was
+        built without the store: that is said). One choice for every binding's processes."""
+        workers = {
+            "node": (self.run.node, self.run.node_stores, "Node addon"),
+            "c": (self.run.cworker, self.run.c_stores, "C library"),
+            "py": (self.run.python, self.run.py_stores, "Python wheel"),
+        }
+        if lang not in workers:
+            return None
+        found, stores, name = workers[lang]
+        if found is None:
+            return None  # the report says the binding was not there
+        if self.store_kind not in stores:
+            self.event(f"{label}: the cosid CLI instead of the {name}, which was built without {self.store_kind}")
+            return None
+        if lang == "node":
+            program = list(found)
+        elif lang == "py":
+            program = [found, str(Path(__file__).resolve().parent / "pyworker.py")]
+        else:
+            program = [found]
+        return program, name
 
     def spawn_static(self, label: str, config: Path, skew: str | None = None) -> Proc:
         args = ["next", "--follow", "--rate", str(self.run.args.rate), "--format", "dec", "--config", str(config)]

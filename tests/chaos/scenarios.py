@@ -74,6 +74,11 @@ def ids_between(p, lo_ms: int, hi_ms: int) -> int:
     return sum(1 for i in p.ids() if lo_ms < decode(i)[0] <= hi_ms)
 
 
+def slots_of(p) -> set[int]:
+    """The slots `p`'s ids were issued on."""
+    return {decode(i)[1] for i in p.ids()}
+
+
 def fold_first(err: str) -> str:
     for line in err.splitlines():
         if "waiting" in line:
@@ -109,7 +114,7 @@ def clock_skew(ctx):
     p1.wait(15)
     released_at = now_ms()
     ctx.note("p1 stopped (slot released)")
-    late = ctx.spawn("behind2", skew="-5s", preferred_slot=min(p1_slots) if p1_slots else None)
+    late = ctx.spawn("behind2", skew="-5s", preferred_slot=min(p1_slots, default=None))
     ctx.sleep(4.0)
 
     def after():
@@ -136,7 +141,7 @@ def clock_skew(ctx):
                       f"ahead (+5s) on {kind} issued no id 5s in the future: is libfaketime applied?")
         # p1's successor 5s behind starts above p1's last id only.
         last_p1 = max((decode(i)[0] for i in p1.ids()), default=0)
-        slot_p1 = {decode(i)[1] for i in p1.ids()}
+        slot_p1 = slots_of(p1)
         for i in late.ids():
             ts, slot, _ = decode(i)
             if slot in slot_p1:
@@ -156,7 +161,7 @@ def store_clock_jump(ctx):
     p0.pause()
     ctx.set_store_clock(10)
     ctx.sleep(1.5)  # the server re-reads its offset within 1s
-    late = ctx.spawn("late", preferred_slot=min(held) if held else None)
+    late = ctx.spawn("late", preferred_slot=min(held, default=None))
     ctx.sleep(1.0)
     p0.resume()
     ctx.sleep(2.0)
@@ -165,7 +170,7 @@ def store_clock_jump(ctx):
 
     def after():
         ctx.check(bool(late.ids()), "the process started after the jump issued nothing")
-        late_slots = {decode(i)[1] for i in late.ids()}
+        late_slots = slots_of(late)
         ctx.check(bool(held & late_slots), f"the newcomer did not take p0's slot {sorted(held)} (it issued on {sorted(late_slots)})")
         ctx.event(f"after the +10s jump the newcomer took p0's slot {sorted(held & late_slots)}; p0 after SIGCONT: "
                   + (fold_first(p0.stderr()) if "waiting" in p0.stderr() else "no wait"))
@@ -189,14 +194,14 @@ def sigstop(ctx):
     paused_at = now_ms()
     ctx.sleep(EXPIRY_S + 1.0)
     # The newcomer prefers p0's slot, expired by now: it takes it over with floor = p0's ceiling.
-    thief = ctx.spawn("thief", preferred_slot=min(held) if held else None)
+    thief = ctx.spawn("thief", preferred_slot=min(held, default=None))
     ctx.sleep(1.2)
     p0.resume()
     woke_at = now_ms()
     ctx.sleep(3.0)
 
     def after():
-        thief_slots = {decode(i)[1] for i in thief.ids()}
+        thief_slots = slots_of(thief)
         taken = held & thief_slots
         ctx.check(bool(taken), f"the newcomer did not take p0's expired slot {sorted(held)} (it issued on {sorted(thief_slots)})")
         if taken:
@@ -234,7 +239,7 @@ def sigkill_restart(ctx):
     ctx.sleep(2.0)
 
     def after():
-        r1_slots = {decode(i)[1] for i in r1.ids()}
+        r1_slots = slots_of(r1)
         ctx.check(not (r1_slots & old), f"the restart took the killed process's live slot {sorted(old)}")
         ctx.event(f"killed on slot {sorted(old)}; restart (old lease live) on {sorted(r1_slots)}; "
                   f"key held {sorted(both)} at once")
@@ -259,8 +264,8 @@ def duplicate_owner_key(ctx):
     ctx.sleep(1.5)
 
     def after():
-        a_ids = {decode(i)[1] for i in a.ids()}
-        b_ids = {decode(i)[1] for i in b.ids()}
+        a_ids = slots_of(a)
+        b_ids = slots_of(b)
         ctx.check(bool(a_ids) and bool(b_ids), "A or B issued nothing")
         ctx.check(not (a_ids & b_ids), f"A and B issued on the same slot {sorted(a_ids & b_ids)}")
         ctx.check(a_slots <= a_ids, f"A lost its slot {sorted(a_slots)} to B")
@@ -454,7 +459,7 @@ def network_cut(ctx):
     ctx.sleep(EXPIRY_S + 0.3)
     # Not behind the proxy: takes p0's expired slot (it prefers it; starters otherwise spread over
     # the free slots), while p0 is cut off and cannot know.
-    direct = ctx.spawn("direct", preferred_slot=min(held0) if held0 else None)
+    direct = ctx.spawn("direct", preferred_slot=min(held0, default=None))
     ctx.sleep(0.7)
     ctx.proxy.set_pass()
     back = now_ms()
@@ -470,7 +475,7 @@ def network_cut(ctx):
     def after():
         for p in ps:
             ctx.check(issued_after(p, back) > 0, f"{p.label} did not resume after the network came back")
-        d = {decode(i)[1] for i in direct.ids()}
+        d = slots_of(direct)
         ctx.event(f"p0 held {sorted(held0)} before the cut; the direct process issued on {sorted(d)}")
         ctx.check(bool(direct.ids()), "the direct process issued nothing")
         ctx.check(not held0 or bool(d & held0),
@@ -872,7 +877,7 @@ def fork_after_start(ctx):
     def after():
         for p in parents:
             ctx.check(p.label.endswith("-c"), f"{p.label}: the C library worker was not built, so nothing forked")
-            slots = {decode(i)[1] for i in p.ids()}
+            slots = slots_of(p)
             ctx.event(f"{p.label} and its children issued on slots {sorted(slots)}")
             # The parent keeps its slot; each child takes one of its own.
             ctx.check(len(slots) >= 4, f"{p.label}: ids on {len(slots)} slots, expected the parent's and 3 children's")

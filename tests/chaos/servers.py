@@ -163,6 +163,13 @@ class Server:
         self.down_since: float | None = None
         self.paused = False
 
+    def rotated_hosts(self, members: list) -> str:
+        """`127.0.0.1:port,...` of `members`, from the next one at each call (`self.turn`): the
+        URLs of a store of several servers spread processes and snapshots over them."""
+        self.turn += 1
+        k = self.turn % len(members)
+        return ",".join(f"127.0.0.1:{m.port}" for m in members[k:] + members[:k])
+
     # -- lifecycle -----------------------------------------------------------------------------
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -753,10 +760,7 @@ class EtcdCluster(Server):
     def url(self, port=None, password=None) -> str:
         """Names every member, from the next one at each call: processes and snapshots spread
         over the cluster."""
-        self.turn += 1
-        k = self.turn % len(self.members)
-        ports = [m.port for m in self.members[k:] + self.members[:k]]
-        return "etcd://" + ",".join(f"127.0.0.1:{p}" for p in ports)
+        return "etcd://" + self.rotated_hosts(self.members)
 
     def redacted_url(self, port=None) -> str:
         return self.url(port)
@@ -1138,9 +1142,7 @@ class RedisSentinel(Server):
 
     def url(self, port=None, password=None) -> str:
         pw = self.password if password is None else password
-        self.turn += 1
-        k = self.turn % len(self.sentinels)
-        hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels[k:] + self.sentinels[:k])
+        hosts = self.rotated_hosts(self.sentinels)
         return f"redis+sentinel://:{pw}@{hosts}/{self.MASTER}/0?replicas={self.wait_replicas}"
 
 
@@ -1259,7 +1261,5 @@ class RedisCluster(Server):
 
     def url(self, port=None, password=None) -> str:
         pw = self.password if password is None else password
-        self.turn += 1
-        k = self.turn % len(self.nodes)
-        hosts = ",".join(f"127.0.0.1:{n.port}" for n in self.nodes[k:] + self.nodes[:k])
+        hosts = self.rotated_hosts(self.nodes)
         return f"redis+cluster://:{pw}@{hosts}/0"

@@ -2,7 +2,7 @@
 //! nothing (the embedded default). The JavaScript value is read on the JavaScript thread; files
 //! are read and the document interpreted on the creating thread.
 
-use crate::error::{check, type_error, Res};
+use crate::error::{type_error, Res};
 use crate::raw::{array_length, bigint_value, display, made, string_value, type_name, type_of};
 use cosid_core::Config;
 use napi::sys;
@@ -50,9 +50,7 @@ impl Source {
 }
 
 fn is_array(env: sys::napi_env, v: sys::napi_value) -> Res<bool> {
-    let mut b = false;
-    check!(env, sys::napi_is_array(env, v, &mut b), "napi_is_array")?;
-    Ok(b)
+    made!(env, false, napi_is_array(v))
 }
 
 fn to_yaml(env: sys::napi_env, v: sys::napi_value, path: &str, depth: usize) -> Res<Value> {
@@ -65,22 +63,9 @@ fn to_yaml(env: sys::napi_env, v: sys::napi_value, path: &str, depth: usize) -> 
     }
     Ok(match type_of(env, v)? {
         T::napi_null => Value::Null,
-        T::napi_boolean => {
-            let mut b = false;
-            check!(
-                env,
-                sys::napi_get_value_bool(env, v, &mut b),
-                "napi_get_value_bool"
-            )?;
-            Value::Bool(b)
-        }
+        T::napi_boolean => Value::Bool(made!(env, false, napi_get_value_bool(v))?),
         T::napi_number => {
-            let mut x = 0f64;
-            check!(
-                env,
-                sys::napi_get_value_double(env, v, &mut x),
-                "napi_get_value_double"
-            )?;
+            let x = made!(env, 0f64, napi_get_value_double(v))?;
             if !x.is_finite() {
                 return Err(type_error(format!(
                     "Runtime.create(config): {path} is {x}; give a finite number"
@@ -105,15 +90,8 @@ fn to_yaml(env: sys::napi_env, v: sys::napi_value, path: &str, depth: usize) -> 
         }
         T::napi_string => Value::String(string_value(env, v)?),
         T::napi_object => {
-            let mut is_date = false;
-            check!(env, sys::napi_is_date(env, v, &mut is_date), "napi_is_date")?;
-            if is_date {
-                let mut ms = 0f64;
-                check!(
-                    env,
-                    sys::napi_get_date_value(env, v, &mut ms),
-                    "napi_get_date_value"
-                )?;
+            if made!(env, false, napi_is_date(v))? {
+                let ms = made!(env, 0f64, napi_get_date_value(v))?;
                 if !ms.is_finite() {
                     return Err(type_error(format!(
                         "Runtime.create(config): {path} is an invalid Date"

@@ -281,14 +281,7 @@ impl Runtime {
     pub fn generator(&self, env: Env, name: Unknown) -> napi::Result<Raw> {
         let env = env.raw();
         let r = (|| {
-            let t = type_of(env, name.raw())?;
-            if t != sys::ValueType::napi_string {
-                return Err(type_error(format!(
-                    "generator(name): name must be a string, got {}",
-                    type_name(t)
-                )));
-            }
-            let name = raw::string_value(env, name.raw())?;
+            let name = raw::string_arg(env, name.raw(), "generator(name): name")?;
             let gen = self.core().generator(&name)?;
             make_generator(env, gen)
         })();
@@ -336,14 +329,7 @@ impl Runtime {
     pub fn on(&self, env: Env, event: Unknown, listener: Unknown) -> napi::Result<&Self> {
         let raw_env = env.raw();
         let r = (|| {
-            let t = type_of(raw_env, event.raw())?;
-            if t != sys::ValueType::napi_string {
-                return Err(type_error(format!(
-                    "on(event, listener): event must be a string, got {}",
-                    type_name(t)
-                )));
-            }
-            let name = raw::string_value(raw_env, event.raw())?;
+            let name = raw::string_arg(raw_env, event.raw(), "on(event, listener): event")?;
             let Some(name) = events::names().find(|n| *n == name) else {
                 return Err(type_error(format!(
                     "on(event, listener): unknown event '{}'; events are {}",
@@ -418,14 +404,7 @@ pub fn to_base62(env: Env, id: Unknown) -> napi::Result<Raw> {
 pub fn from_base62(env: Env, text: Unknown) -> napi::Result<Raw> {
     let env = env.raw();
     let r = (|| {
-        let t = type_of(env, text.raw())?;
-        if t != sys::ValueType::napi_string {
-            return Err(type_error(format!(
-                "fromBase62(text): text must be a string, got {}",
-                type_name(t)
-            )));
-        }
-        let s = raw::string_value(env, text.raw())?;
+        let s = raw::string_arg(env, text.raw(), "fromBase62(text): text")?;
         raw::bigint(env, cosid_core::convert::parse_base62(&s)?)
     })();
     throwing(env, r.map(Raw))

@@ -200,12 +200,7 @@ pub(crate) fn read_count(
             display(env, v)
         )));
     }
-    let mut x = 0f64;
-    check!(
-        env,
-        sys::napi_get_value_double(env, v, &mut x),
-        "napi_get_value_double"
-    )?;
+    let x = made!(env, 0f64, napi_get_value_double(v))?;
     if !(x.fract() == 0.0 && (0.0..=max as f64).contains(&x)) {
         return Err(range_error(format!(
             "{what}: n must be an integer from 0 to {max}, got {x}{bigger}"

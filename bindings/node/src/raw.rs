@@ -7,7 +7,7 @@
 //! call); a callback with data costs one `napi_get_cb_info`. The `#[napi]` methods of the same
 //! names stay on the prototypes (they give `index.d.ts` its types and behave identically).
 
-use crate::error::{check, Failure, Res};
+use crate::error::{check, type_error, Failure, Res};
 use napi::bindgen_prelude::{ToNapiValue, TypeName, ValueType};
 use napi::sys;
 use std::ffi::{c_char, c_void, CStr};
@@ -15,10 +15,14 @@ use std::ptr;
 use std::sync::Arc;
 
 /// Calls the Node-API function `$f(env, args..., &mut value)` that makes or gets a value,
-/// checked (a failure names `$f`): the value.
+/// checked (a failure names `$f`): the value. `value` starts as `$init` when given (a number,
+/// a bool), else as a null `napi_value`.
 macro_rules! made {
-    ($env:expr, $f:ident($($arg:expr),* $(,)?)) => {{
-        let mut v = ::std::ptr::null_mut();
+    ($env:expr, $f:ident($($arg:expr),* $(,)?)) => {
+        $crate::raw::made!($env, ::std::ptr::null_mut(), $f($($arg),*))
+    };
+    ($env:expr, $init:expr, $f:ident($($arg:expr),* $(,)?)) => {{
+        let mut v = $init;
         $crate::error::check!($env, ::napi::sys::$f($env, $($arg,)* &mut v), stringify!($f))
             .map(|()| v)
     }};
@@ -113,13 +117,7 @@ pub(crate) fn set(
 
 /// The length of an array.
 pub(crate) fn array_length(env: sys::napi_env, v: sys::napi_value) -> Res<u32> {
-    let mut len = 0u32;
-    check!(
-        env,
-        sys::napi_get_array_length(env, v, &mut len),
-        "napi_get_array_length"
-    )?;
-    Ok(len)
+    made!(env, 0u32, napi_get_array_length(v))
 }
 
 /// A bigint's value as a `u64`, and whether it fits one exactly.
@@ -134,10 +132,21 @@ pub(crate) fn bigint_value(env: sys::napi_env, v: sys::napi_value) -> Res<(u64, 
     Ok((n, lossless))
 }
 
+/// The text of a string argument; a `TypeError` naming `what` (`"fn(arg): arg"`) for any other
+/// type: one check for every argument that must be a string.
+pub(crate) fn string_arg(env: sys::napi_env, v: sys::napi_value, what: &str) -> Res<String> {
+    let t = type_of(env, v)?;
+    if t != sys::ValueType::napi_string {
+        return Err(type_error(format!(
+            "{what} must be a string, got {}",
+            type_name(t)
+        )));
+    }
+    string_value(env, v)
+}
+
 pub(crate) fn type_of(env: sys::napi_env, v: sys::napi_value) -> Res<sys::napi_valuetype> {
-    let mut t = 0;
-    check!(env, sys::napi_typeof(env, v, &mut t), "napi_typeof")?;
-    Ok(t)
+    made!(env, 0, napi_typeof(v))
 }
 
 /// A short description of a value's type for error messages.

@@ -2,24 +2,13 @@
 //! TextFormat`), the same spec text as `cosid --format` and the C and Python functions.
 
 use crate::error::{check, coded, throwing, type_error, Res};
-use crate::raw::{self, type_name, type_of, Raw};
+use crate::raw::{self, made, string_arg, type_name, type_of, Raw};
 use cosid_core::convert::{self, TextFormat};
 use cosid_core::{ErrorKind, Layout, TimeUnit};
 use napi::bindgen_prelude::Unknown;
 use napi::{sys, Env, JsValue};
 use napi_derive::napi;
 use std::ffi::CString;
-
-fn string_arg(env: sys::napi_env, v: sys::napi_value, what: &str) -> Res<String> {
-    let t = type_of(env, v)?;
-    if t != sys::ValueType::napi_string {
-        return Err(type_error(format!(
-            "{what} must be a string, got {}",
-            type_name(t)
-        )));
-    }
-    raw::string_value(env, v)
-}
 
 /// A number property of a layout object, as an integer.
 fn field(env: sys::napi_env, obj: sys::napi_value, key: &str, fname: &str) -> Res<f64> {
@@ -37,13 +26,7 @@ fn field(env: sys::napi_env, obj: sys::napi_value, key: &str, fname: &str) -> Re
             type_name(t)
         )));
     }
-    let mut n = 0f64;
-    check!(
-        env,
-        sys::napi_get_value_double(env, v, &mut n),
-        "napi_get_value_double"
-    )?;
-    Ok(n)
+    made!(env, 0f64, napi_get_value_double(v))
 }
 
 /// `undefined` (the millisecond preset), a preset's name, or an `IdLayout` (`rt.layout`).

@@ -5,6 +5,7 @@
 //! ABI since Python 3.3, every CPython exports them, and 3.11 added them to the stable ABI
 //! unchanged; so they are declared here (like `pyo3-ffi` does for non-abi3 builds).
 
+use crate::errors::type_name;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -141,11 +142,4 @@ fn is_u64_format(format: &str) -> bool {
     };
     let body = format.strip_prefix(native_prefix).unwrap_or(format);
     matches!(body, "Q" | "L" | "q" | "l")
-}
-
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".into())
 }

@@ -8,7 +8,7 @@
 //! - any other `str`: a YAML (or JSON) document;
 //! - a mapping (`dict`): the document itself, as `yaml.safe_load` would have returned it.
 
-use crate::errors;
+use crate::errors::{self, type_name};
 use cosid_core::Config;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyMapping, PyString, PyTuple};
@@ -42,13 +42,6 @@ pub(crate) fn load(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResul
         "config must be {ACCEPTED}, not {}",
         type_name(obj)
     )))
-}
-
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".into())
 }
 
 /// A Python value as a YAML value. `path` names where it sits, for messages.

@@ -85,6 +85,15 @@ pub(crate) fn kind_named(name: &str) -> Option<ErrorKind> {
     ErrorKind::from_name(name)
 }
 
+/// The name of `obj`'s type for a `TypeError` message (`"?"` when it has none): every
+/// argument check says what it got the same way.
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
 /// The UTF-8 text of a `str` argument. A `str` holding a lone surrogate (`'\ud800'`, e.g. from
 /// `os.fsdecode` of undecodable bytes) has no UTF-8 form: that is a bad value, so it raises
 /// `InvalidArgumentError` naming `what`, not a `UnicodeEncodeError`.

@@ -192,10 +192,7 @@ pub(crate) fn index<'py>(
         Ok(i) => Ok(i.cast_into::<PyInt>()?),
         Err(_) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
             "{what} must be an int, not {}",
-            obj.get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_else(|_| "?".into())
+            errors::type_name(obj)
         ))),
     }
 }

@@ -107,22 +107,15 @@ fn _cosid(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runtime::_shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(_error_for_kind, m)?)?;
     m.add_function(wrap_pyfunction!(_status_for_kind, m)?)?;
-    // `add` appended every name, private ones too; export the public ones only.
-    m.setattr(
-        "__all__",
-        [
-            "Event",
-            "Generator",
-            "IdParts",
-            "Layout",
-            "MAX_BATCH",
-            "Runtime",
-            "Stats",
-            "format_id",
-            "from_base62",
-            "parse_id",
-            "to_base62",
-        ],
-    )?;
+    // `add` appended every name, private ones too; export the public ones only, sorted (the
+    // names the stub's `__all__` lists), so no second list of them is kept here.
+    let mut public: Vec<String> = m
+        .index()?
+        .iter()
+        .map(|name| name.extract::<String>())
+        .collect::<PyResult<_>>()?;
+    public.retain(|name| !name.starts_with('_'));
+    public.sort();
+    m.setattr("__all__", public)?;
     Ok(())
 }

@@ -133,11 +133,7 @@ fn check_callable(callback: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     if !callback.is_callable() {
         return Err(pyo3::exceptions::PyTypeError::new_err(format!(
             "an event callback must be callable (a function taking one Event), not {}",
-            callback
-                .get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_else(|_| "?".into())
+            errors::type_name(callback)
         )));
     }
     Ok(callback.clone().unbind())
@@ -229,10 +225,7 @@ impl PyRuntime {
         let Ok(name) = name.cast::<PyString>() else {
             return Err(pyo3::exceptions::PyTypeError::new_err(format!(
                 "a generator name must be a str, not {}",
-                name.get_type()
-                    .name()
-                    .map(|n| n.to_string())
-                    .unwrap_or_else(|_| "?".into())
+                errors::type_name(name)
             )));
         };
         let name = errors::text(py, name, "the generator name")?;

@@ -12,10 +12,7 @@ pub(crate) fn str_arg(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyR
     let Ok(s) = obj.cast::<PyString>() else {
         return Err(pyo3::exceptions::PyTypeError::new_err(format!(
             "{what} must be a str, not {}",
-            obj.get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_else(|_| "?".into())
+            errors::type_name(obj)
         )));
     };
     Ok(errors::text(py, s, what)?.into_owned())

@@ -14,9 +14,9 @@ use crate::conformance::{acquire, acquire_with, client, request, unique_namespac
 use cosid_core::lease::{AcquireRequest, NamespaceRecord, Owner, Refusal, Renewal, SlotLease};
 use cosid_core::store::SharedStore;
 use cosid_core::{ErrorKind, Result};
+use cosid_testkit::race::at_once;
 use cosid_testkit::Server;
 use std::collections::HashSet;
-use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
@@ -91,6 +91,27 @@ impl Ctx {
     }
 }
 
+/// Asserts that `e` is a `Store` error whose message says each of `parts` (the store's
+/// `describe()`, the server's words, the fix): how the store tests check an error they expect.
+pub fn assert_store_error(e: &cosid_core::Error, parts: &[&str]) {
+    assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+    for part in parts {
+        assert!(e.message().contains(part), "{part:?} in {e}");
+    }
+}
+
+/// Opens the store at `base?query` for each of `queries` and acquires and releases a slot
+/// through it: every TLS setting of a URL that should connect does.
+pub fn each_query_connects(open: OpenUrl, base: &str, queries: &[String]) {
+    for query in queries {
+        let store = open(&format!("{base}?{query}"), Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("{query}: {e}"));
+        let c = client(&store, &unique_namespace("tls"), 2, LONG);
+        let got = acquire(&c, &Owner::new("tls"));
+        assert!(c.release(&got.lease, None).unwrap(), "{query}");
+    }
+}
+
 /// Retries `f` (bounded: 50 tries, 200 ms apart) until it gives `Ok`; the first calls after a
 /// server restart may still see the dead connection.
 fn eventually<T>(what: &str, mut f: impl FnMut() -> Result<T>) -> T {
@@ -126,12 +147,7 @@ pub fn server_stopped_during_renewals_then_started_again(ctx: &Ctx) {
         let e = c
             .renew(&before)
             .expect_err("a renewal with the server down fails");
-        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
-        assert!(
-            e.message().contains(&store.describe()),
-            "names the store {}: {e}",
-            store.describe()
-        );
+        assert_store_error(&e, &[&store.describe()]);
     }
     let e = c
         .acquire(&request(&Owner::new("newcomer")))
@@ -248,23 +264,16 @@ pub fn the_restart_guard_keeps_newcomers_above_every_ceiling_an_empty_restart_lo
 pub fn namespace_created_by_32_runtimes_at_once(ctx: &Ctx) {
     let url = (ctx.shared_url)();
     let ns = unique_namespace("created-by-32");
-    let barrier = Arc::new(Barrier::new(32));
     let open = ctx.open;
-    let threads: Vec<_> = (0..32)
-        .map(|_| {
-            let (url, ns, barrier) = (url.clone(), ns.clone(), barrier.clone());
-            thread::spawn(move || {
-                let store = open(&url, Duration::from_secs(10)).expect("open");
-                let c = client(&store, &ns, 10, LONG);
-                barrier.wait();
-                c.open_namespace()
-            })
+    let records: Vec<NamespaceRecord> = {
+        let (url, ns) = (url.clone(), ns.clone());
+        at_once(32, move |_, go| {
+            let store = open(&url, Duration::from_secs(10)).expect("open");
+            let c = client(&store, &ns, 10, LONG);
+            go.wait();
+            c.open_namespace().expect("open_namespace")
         })
-        .collect();
-    let records: Vec<NamespaceRecord> = threads
-        .into_iter()
-        .map(|t| t.join().unwrap().expect("open_namespace"))
-        .collect();
+    };
     let want = NamespaceRecord {
         limit: 1024,
         tolerance_ms: LONG.tolerance_ms,
@@ -294,30 +303,24 @@ const VERY_LONG: cosid_core::lease::Terms = cosid_core::lease::Terms {
 pub fn owners_1024_acquire_at_once_then_exhausted(ctx: &Ctx) {
     let url = (ctx.shared_url)();
     let ns = unique_namespace("owners-1024");
-    let barrier = Arc::new(Barrier::new(32));
     let open = ctx.open;
-    let threads: Vec<_> = (0..32)
-        .map(|t| {
-            let (url, ns, barrier) = (url.clone(), ns.clone(), barrier.clone());
-            thread::spawn(move || {
-                let store = open(&url, Duration::from_secs(10)).expect("open");
-                let c = client(&store, &ns, 10, VERY_LONG);
-                barrier.wait();
-                (0..32)
-                    .map(|i| {
-                        let owner = Owner::new(format!("runtime-{t}-{i}"));
-                        c.acquire(&request(&owner))
-                            .unwrap_or_else(|e| panic!("{owner} acquires: {e}"))
-                            .lease
-                    })
-                    .collect::<Vec<SlotLease>>()
-            })
+    let per_runtime = {
+        let (url, ns) = (url.clone(), ns.clone());
+        at_once(32, move |t, go| {
+            let store = open(&url, Duration::from_secs(10)).expect("open");
+            let c = client(&store, &ns, 10, VERY_LONG);
+            go.wait();
+            (0..32)
+                .map(|i| {
+                    let owner = Owner::new(format!("runtime-{t}-{i}"));
+                    c.acquire(&request(&owner))
+                        .unwrap_or_else(|e| panic!("{owner} acquires: {e}"))
+                        .lease
+                })
+                .collect::<Vec<SlotLease>>()
         })
-        .collect();
-    let mut leases: Vec<SlotLease> = threads
-        .into_iter()
-        .flat_map(|t| t.join().expect("an acquiring thread"))
-        .collect();
+    };
+    let mut leases: Vec<SlotLease> = per_runtime.into_iter().flatten().collect();
     leases.sort_by_key(|l| l.slot);
     let slots: Vec<u32> = leases.iter().map(|l| l.slot).collect();
     assert_eq!(slots, (0..1024).collect::<Vec<u32>>());
@@ -397,8 +400,7 @@ pub fn unreachable_server_is_a_store_error_naming_it(ctx: &Ctx) {
     ];
     for r in errors {
         let e = r.expect_err("no server listens there");
-        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
-        assert!(e.message().contains(&store.describe()), "{e}");
+        assert_store_error(&e, &[&store.describe()]);
     }
 }
 
