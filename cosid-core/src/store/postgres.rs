@@ -118,32 +118,26 @@ fn snapshot_sql() -> String {
 }
 
 /// The candidate view (`CandidateView`), filtered by the server in the one scan a snapshot
-/// makes: every slot row, whole only when it is not live or concerns the asker, a live one as its
-/// number alone (its other columns null); then `live` and `whole`. Free records past the covered
-/// bound come back too (a view may hold more), which saves the second pass that bound would
-/// need. $1 namespace, $2 preferred slot, $3 owner key (null: none).
+/// makes, in the snapshot's columns: a first row with the clock, the namespace and, in the last
+/// column, the live slots' numbers joined by commas; then a row per record to return whole (not
+/// live, or the asker's key's, or the preferred slot's), with the namespace's columns null. Free
+/// records past the covered bound come back too (a view may hold more), which saves the second
+/// pass that bound would need. $1 namespace, $2 preferred slot, $3 owner key (null: none).
 fn candidates_sql() -> String {
-    let whole_only: Vec<String> = SLOT_COLUMNS
-        .split(", ")
-        .skip(1)
-        .map(|c| {
-            format!(
-                "CASE WHEN v.whole THEN v.{} END",
-                c.trim().trim_start_matches("s.")
-            )
-        })
-        .collect();
+    let v_columns = SLOT_COLUMNS.replace("s.", "v.");
     format!(
-        "{CLOCK} SELECT c.now, n.version, n.slot_limit, n.tolerance_ms, n.not_before_ms, v.slot, \
-         {}, n.layout, v.live, v.whole FROM c \
-         LEFT JOIN cosid_namespace n ON n.namespace = $1 \
-         LEFT JOIN (SELECT s.*, l.live, NOT l.live \
-                    OR COALESCE(s.slot = $2 OR s.owner_key = $3 OR s.last_owner_key = $3, false) \
-                    AS whole FROM c c2 CROSS JOIN cosid_slot s \
-                    CROSS JOIN LATERAL (SELECT s.owner_key IS NOT NULL AND s.expires_at > c2.now \
-                                        AS live) l \
-                    WHERE s.namespace = $1) v ON true",
-        whole_only.join(", ")
+        "{CLOCK}, v AS (SELECT s.*, s.owner_key IS NOT NULL AND s.expires_at > c.now AS live \
+         FROM c, cosid_slot s WHERE s.namespace = $1) \
+         SELECT c.now, n.version, n.slot_limit, n.tolerance_ms, n.not_before_ms, \
+         NULL::integer, NULL::bigint, NULL::text, NULL::uuid, NULL::text, NULL::bigint, \
+         NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, n.layout, \
+         (SELECT string_agg(v.slot::text, ',') FROM v WHERE v.live), 0 AS part \
+         FROM c LEFT JOIN cosid_namespace n ON n.namespace = $1 \
+         UNION ALL \
+         SELECT NULL, NULL, NULL, NULL, NULL, {v_columns}, NULL, NULL, 1 FROM v \
+         WHERE NOT v.live \
+         OR COALESCE(v.slot = $2 OR v.owner_key = $3 OR v.last_owner_key = $3, false) \
+         ORDER BY part"
     )
 }
 
@@ -1016,27 +1010,28 @@ impl SlotStore for PostgresStore {
         )?;
         let (store_now, namespace_rec) = self.namespace_from(what, &rows)?;
         let get_err = |e: tokio_postgres::Error| self.bad_row(what, &e.to_string());
+        let live: Option<String> = rows[0].try_get(16).map_err(get_err)?;
+        let live = live
+            .as_deref()
+            .unwrap_or_default()
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.parse::<u32>()
+                    .map_err(|_| self.bad_row(what, &format!("live slot '{s}'")))
+            })
+            .collect::<Result<Vec<u32>>>()?;
+        let mut records = Vec::with_capacity(rows.len() - 1);
+        for row in &rows[1..] {
+            records.extend(self.slot_from(what, row, 5)?);
+        }
         let mut view = CandidateView {
             namespace: namespace_rec,
             store_now,
-            live: Vec::new(),
+            live,
             covered_below: 0,
-            records: Vec::new(),
+            records,
         };
-        for row in &rows {
-            let Some(slot) = row.try_get::<_, Option<i32>>(5).map_err(get_err)? else {
-                continue;
-            };
-            if row.try_get::<_, bool>(16).map_err(get_err)? {
-                view.live.push(
-                    u32::try_from(slot)
-                        .map_err(|_| self.bad_row(what, &format!("slot {slot} is negative")))?,
-                );
-            }
-            if row.try_get::<_, bool>(17).map_err(get_err)? {
-                view.records.extend(self.slot_from(what, row, 5)?);
-            }
-        }
         view.covered_below = view
             .namespace
             .as_ref()
