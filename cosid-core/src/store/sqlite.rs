@@ -24,7 +24,7 @@
 //! Thread-safe: one connection per store behind a mutex; each primitive holds it for its one
 //! transaction.
 
-use super::{CandidateAsk, CandidateView, NamespaceSnapshot, SlotStore, Written};
+use super::{CandidateAsk, CandidateView, NamespaceSnapshot, SlotStore};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{Error, Result};
 use crate::lease::record::IdLayout;
@@ -851,18 +851,8 @@ impl SlotStore for SqliteStore {
 
     /// The store clock (the host's) is read once the write is committed: a write that waited
     /// for the file's lock reports the time it was made, not the time it was asked for.
-    fn cas_slot_timed(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<Written>> {
-        let written = self.cas_slot(namespace, expected, record)?;
-        let now = self.clock.now_ms();
-        Ok(written.map(|version| Written {
-            version,
-            store_now: Some(now),
-        }))
+    fn host_clock_ms(&self) -> Option<i64> {
+        Some(self.clock.now_ms())
     }
 }
 
