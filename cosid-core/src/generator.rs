@@ -871,34 +871,12 @@ mod tests {
 
     mod fast_layout {
         use super::super::FastLayout;
-        use crate::layout::{Layout, TimeUnit, COSID_EPOCH_MS};
+        use crate::layout::{strategies, Layout};
         use proptest::prelude::*;
 
         fn layout() -> impl Strategy<Value = Layout> {
-            prop_oneof![
-                Just(Layout::MILLIS),
-                Just(Layout::SECONDS),
-                Just(Layout::SAFE_JS_MILLIS),
-                Just(Layout::SAFE_JS_SECONDS),
-                (
-                    0..=COSID_EPOCH_MS,
-                    any::<bool>(),
-                    20u8..=53,
-                    1u8..=20,
-                    1u8..=30
-                )
-                    .prop_filter_map(
-                        "a valid layout",
-                        |(epoch, ms, ts, node, seq)| {
-                            let unit = if ms {
-                                TimeUnit::Millis
-                            } else {
-                                TimeUnit::Seconds
-                            };
-                            Layout::new(epoch, unit, ts, node, seq, false).ok()
-                        }
-                    ),
-            ]
+            // The custom layouts are not js-safe; the presets include the js-safe ones.
+            strategies::preset_or(strategies::custom(Just(false)))
         }
 
         proptest! {

@@ -351,18 +351,64 @@ impl Default for Layout {
     }
 }
 
+/// Proptest strategies for layouts, shared by the tests of every module whose properties must
+/// hold for any layout (this one, the conversions, the generator's fast layout), so that they
+/// draw from one list of presets and one definition of a valid custom layout.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::error::ErrorKind;
+pub(crate) mod strategies {
+    use super::{Layout, TimeUnit, COSID_EPOCH_MS};
     use proptest::prelude::*;
 
-    const PRESETS: [Layout; 4] = [
+    /// The four presets.
+    pub(crate) const PRESETS: [Layout; 4] = [
         Layout::MILLIS,
         Layout::SECONDS,
         Layout::SAFE_JS_MILLIS,
         Layout::SAFE_JS_SECONDS,
     ];
+
+    /// Any layout [`Layout::new`] accepts, with an epoch up to CosId's and `js_safe` drawn from
+    /// `js_safe`. At most 53 timestamp bits: past that, a seconds layout's end no longer fits an
+    /// i64 of ms and `Layout::runs_out_at_ms` overflows (reported to the layout's owner).
+    pub(crate) fn custom(js_safe: impl Strategy<Value = bool>) -> impl Strategy<Value = Layout> {
+        (
+            0..=COSID_EPOCH_MS,
+            any::<bool>(),
+            20u8..=53,
+            1u8..=20,
+            1u8..=30,
+            js_safe,
+        )
+            .prop_filter_map("a valid layout", |(epoch, ms, ts, node, seq, js)| {
+                let unit = if ms {
+                    TimeUnit::Millis
+                } else {
+                    TimeUnit::Seconds
+                };
+                Layout::new(epoch, unit, ts, node, seq, js).ok()
+            })
+    }
+
+    /// One of the four presets or a layout from `custom`, each of the five equally likely.
+    pub(crate) fn preset_or(
+        custom: impl Strategy<Value = Layout>,
+    ) -> impl Strategy<Value = Layout> {
+        prop_oneof![
+            Just(Layout::MILLIS),
+            Just(Layout::SECONDS),
+            Just(Layout::SAFE_JS_MILLIS),
+            Just(Layout::SAFE_JS_SECONDS),
+            custom,
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strategies::{preset_or, PRESETS};
+    use super::*;
+    use crate::error::ErrorKind;
+    use proptest::prelude::*;
 
     #[test]
     fn presets_match_cosid() {
@@ -480,8 +526,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn compose_decompose_round_trip(l in prop_oneof![Just(Layout::MILLIS), Just(Layout::SECONDS),
-                Just(Layout::SAFE_JS_MILLIS), Just(Layout::SAFE_JS_SECONDS), any_layout()],
+        fn compose_decompose_round_trip(l in preset_or(any_layout()),
                 t in any::<u64>(), s in any::<u32>(), q in any::<u32>()) {
             let parts = IdParts {
                 timestamp: t & l.max_timestamp(),

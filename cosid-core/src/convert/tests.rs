@@ -1,14 +1,8 @@
 use super::*;
 use crate::error::ErrorKind;
-use crate::layout::{IdParts, TimeUnit, COSID_EPOCH_MS};
+use crate::layout::strategies::{self, PRESETS};
+use crate::layout::{IdParts, COSID_EPOCH_MS};
 use proptest::prelude::*;
-
-const PRESETS: [Layout; 4] = [
-    Layout::MILLIS,
-    Layout::SECONDS,
-    Layout::SAFE_JS_MILLIS,
-    Layout::SAFE_JS_SECONDS,
-];
 
 fn refused<T: std::fmt::Debug>(r: Result<T>, text: &str, needle: &str) {
     let e = r.expect_err(text);
@@ -194,35 +188,8 @@ fn format_names() {
     refused(IdFormat::from_name("json"), "json", "dec, hex, base62");
 }
 
-fn any_layout() -> impl Strategy<Value = Layout> {
-    // At most 53 timestamp bits: past that, a seconds layout's end no longer fits an i64
-    // of ms and `Layout::runs_out_at_ms` overflows (reported to the layout's owner).
-    (
-        0..=COSID_EPOCH_MS,
-        any::<bool>(),
-        20u8..=53,
-        1u8..=20,
-        1u8..=30,
-        any::<bool>(),
-    )
-        .prop_filter_map("a valid layout", |(epoch, ms, ts, node, seq, js)| {
-            let unit = if ms {
-                TimeUnit::Millis
-            } else {
-                TimeUnit::Seconds
-            };
-            Layout::new(epoch, unit, ts, node, seq, js).ok()
-        })
-}
-
 fn layout() -> impl Strategy<Value = Layout> {
-    prop_oneof![
-        Just(Layout::MILLIS),
-        Just(Layout::SECONDS),
-        Just(Layout::SAFE_JS_MILLIS),
-        Just(Layout::SAFE_JS_SECONDS),
-        any_layout(),
-    ]
+    strategies::preset_or(strategies::custom(any::<bool>()))
 }
 
 fn layout_and_id() -> impl Strategy<Value = (Layout, u64)> {

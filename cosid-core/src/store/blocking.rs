@@ -244,14 +244,23 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Barrier};
 
-    /// `threads` callers at once on `shared`, each connecting with `connect` if it must.
+    /// `threads` callers at once on `shared`, each connecting if it must: a connect takes
+    /// `connect_time`, then gives `outcome()`. Returns what each caller got and how many
+    /// connects were made, what both tests of a connect shared by callers look at.
     fn callers(
         shared: &Arc<SharedConnection<u32>>,
         threads: usize,
-        connect: impl Fn() -> Result<u32> + Send + Sync + 'static,
-    ) -> Vec<Result<(u64, u32)>> {
+        connect_time: Duration,
+        outcome: impl Fn() -> Result<u32> + Send + Sync + 'static,
+    ) -> (Vec<Result<(u64, u32)>>, usize) {
         let barrier = Arc::new(Barrier::new(threads));
-        let connect = Arc::new(connect);
+        let connects = Arc::new(AtomicUsize::new(0));
+        let counted = connects.clone();
+        let connect = Arc::new(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(connect_time);
+            outcome()
+        });
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 let (shared, barrier, connect) = (shared.clone(), barrier.clone(), connect.clone());
@@ -261,36 +270,26 @@ mod tests {
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+        let got = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        (got, connects.load(Ordering::SeqCst))
     }
 
     #[test]
     fn callers_at_once_share_one_connect() {
         let shared = Arc::new(SharedConnection::new());
-        let connects = Arc::new(AtomicUsize::new(0));
-        let counted = connects.clone();
-        let got = callers(&shared, 64, move || {
-            counted.fetch_add(1, Ordering::SeqCst);
-            std::thread::sleep(Duration::from_millis(50));
-            Ok(7)
-        });
-        assert_eq!(connects.load(Ordering::SeqCst), 1);
+        let (got, connects) = callers(&shared, 64, Duration::from_millis(50), || Ok(7));
+        assert_eq!(connects, 1);
         assert!(got.iter().all(|r| matches!(r, Ok((1, 7)))), "{got:?}");
     }
 
     #[test]
     fn callers_that_waited_for_a_failed_connect_take_its_error() {
         let shared = Arc::new(SharedConnection::new());
-        let connects = Arc::new(AtomicUsize::new(0));
-        let counted = connects.clone();
-        let got = callers(&shared, 64, move || {
-            counted.fetch_add(1, Ordering::SeqCst);
-            std::thread::sleep(Duration::from_millis(200));
+        let (got, n) = callers(&shared, 64, Duration::from_millis(200), || {
             Err(Error::store("store redis://x: connecting: refused"))
         });
         // Callers that reached the lock only after the first attempt ended may try once more
         // each; on a loaded machine a few do, never one per caller in a row.
-        let n = connects.load(Ordering::SeqCst);
         assert!(n < 8, "{n} connect attempts for 64 callers");
         for r in &got {
             let e = r.as_ref().unwrap_err();

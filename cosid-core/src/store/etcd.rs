@@ -36,7 +36,7 @@
 mod gateway;
 
 use super::blocking::{Failure, IoRuntime, DEFAULT_TIMEOUT};
-use super::{codec, NamespaceSnapshot, SlotStore, StoreUrl, Written};
+use super::{codec, NamespaceSnapshot, SlotStore, StoreUrl};
 use crate::clock::system_now_ms;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
@@ -633,18 +633,8 @@ impl SlotStore for EtcdStore {
     }
 
     /// The store clock is this host's, read when the answer arrives, as `read_slot` reads it.
-    fn cas_slot_timed(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<Written>> {
-        let written = self.cas_slot(namespace, expected, record)?;
-        let now = system_now_ms();
-        Ok(written.map(|version| Written {
-            version,
-            store_now: Some(now),
-        }))
+    fn host_clock_ms(&self) -> Option<i64> {
+        Some(system_now_ms())
     }
 }
 

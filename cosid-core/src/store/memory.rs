@@ -72,6 +72,27 @@ impl MemoryStore {
         let (versions, map) = &mut *guard;
         f(versions, map)
     }
+
+    /// The one compare-and-set both records share: under the lock, when `current` (the version
+    /// the namespace holds now) is `expected`, takes the next store-wide version and lets `put`
+    /// store the record with it. Returns the new version, or `None` when nothing was written.
+    fn compare_and_set(
+        &self,
+        namespace: &str,
+        expected: Option<u64>,
+        current: impl FnOnce(&Namespace) -> Option<u64>,
+        put: impl FnOnce(&mut Namespace, u64),
+    ) -> Option<u64> {
+        self.with(|versions, map| {
+            let ns = map.entry(namespace.to_string()).or_default();
+            if current(ns) != expected {
+                return None;
+            }
+            *versions += 1;
+            put(ns, *versions);
+            Some(*versions)
+        })
+    }
 }
 
 impl SlotStore for MemoryStore {
@@ -101,18 +122,17 @@ impl SlotStore for MemoryStore {
         expected: Option<u64>,
         record: &NamespaceRecord,
     ) -> Result<Option<u64>> {
-        Ok(self.with(|versions, map| {
-            let ns = map.entry(namespace.to_string()).or_default();
-            if ns.record.as_ref().map(|r| r.version) != expected {
-                return None;
-            }
-            *versions += 1;
-            ns.record = Some(Versioned {
-                value: *record,
-                version: *versions,
-            });
-            Some(*versions)
-        }))
+        Ok(self.compare_and_set(
+            namespace,
+            expected,
+            |ns| ns.record.as_ref().map(|r| r.version),
+            |ns, version| {
+                ns.record = Some(Versioned {
+                    value: *record,
+                    version,
+                });
+            },
+        ))
     }
 
     fn read_slot(
@@ -135,21 +155,20 @@ impl SlotStore for MemoryStore {
         expected: Option<u64>,
         record: &SlotRecord,
     ) -> Result<Option<u64>> {
-        Ok(self.with(|versions, map| {
-            let ns = map.entry(namespace.to_string()).or_default();
-            if ns.slots.get(&record.slot).map(|r| r.version) != expected {
-                return None;
-            }
-            *versions += 1;
-            ns.slots.insert(
-                record.slot,
-                Versioned {
-                    value: record.clone(),
-                    version: *versions,
-                },
-            );
-            Some(*versions)
-        }))
+        Ok(self.compare_and_set(
+            namespace,
+            expected,
+            |ns| ns.slots.get(&record.slot).map(|r| r.version),
+            |ns, version| {
+                ns.slots.insert(
+                    record.slot,
+                    Versioned {
+                        value: record.clone(),
+                        version,
+                    },
+                );
+            },
+        ))
     }
 
     /// The store clock is read as the write is made, as `read_slot` reads it.

@@ -115,21 +115,29 @@ pub trait SlotStore: Send + Sync + fmt::Debug {
     /// read first) and takes the clock for its next estimate of the store's time and for its
     /// clock-skew check (`docs/protocol.md` section 6).
     ///
-    /// Provided: calls `cas_slot` and reports no clock. A store that keeps this still gets
-    /// renewals and releases in one round trip; the keeper then reads the slot before a renewal
-    /// about once per ttl to see the store's clock again.
+    /// Provided: calls `cas_slot`, then reports [`SlotStore::host_clock_ms`] (by default no
+    /// clock). A store that reports no clock still gets renewals and releases in one round trip;
+    /// the keeper then reads the slot before a renewal about once per ttl to see the store's
+    /// clock again.
     fn cas_slot_timed(
         &self,
         namespace: &str,
         expected: Option<u64>,
         record: &SlotRecord,
     ) -> Result<Option<Written>> {
-        Ok(self
-            .cas_slot(namespace, expected, record)?
-            .map(|version| Written {
-                version,
-                store_now: None,
-            }))
+        let written = self.cas_slot(namespace, expected, record)?;
+        let store_now = self.host_clock_ms();
+        Ok(written.map(|version| Written { version, store_now }))
+    }
+
+    /// The store's clock, for a store whose clock is read on this host (the host's own, or one
+    /// the store is given), as its reads report it. The provided [`SlotStore::cas_slot_timed`]
+    /// reads it once the write has returned, so that these stores need not write that method
+    /// out again each with only its clock changed.
+    ///
+    /// Provided: `None`, the store's clock is not this host's.
+    fn host_clock_ms(&self) -> Option<i64> {
+        None
     }
 
     /// Enough of the namespace to choose a slot: its record, the store's clock, the numbers of

@@ -24,7 +24,7 @@
 //! Thread-safe: one connection per store behind a mutex; each primitive holds it for its one
 //! transaction.
 
-use super::{CandidateAsk, CandidateView, NamespaceSnapshot, SlotStore, Written};
+use super::{CandidateAsk, CandidateView, NamespaceSnapshot, SlotStore};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{Error, Result};
 use crate::lease::record::IdLayout;
@@ -414,6 +414,36 @@ impl SqliteStore {
         tx.query_row(NEXT_VERSION, [], |r| r.get(0))
             .map_err(|e| self.fail(doing, e))
     }
+
+    /// The one compare-and-set both records share: in a `BEGIN IMMEDIATE` transaction, when the
+    /// version `current_sql` selects with `key` is `expected`, takes the next version, lets
+    /// `write` store the record with it and commits. Returns the new version, or `None` when the
+    /// version had changed and nothing was written.
+    fn compare_and_set(
+        &self,
+        doing: &str,
+        expected: Option<u64>,
+        current_sql: &str,
+        key: impl rusqlite::Params,
+        write: impl FnOnce(&Transaction<'_>, i64) -> rusqlite::Result<usize>,
+    ) -> Result<Option<u64>> {
+        crate::fork::gate(|| {
+            self.with_conn(|conn| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(|e| self.fail(doing, e))?;
+                let current = self.version_of(&tx, current_sql, key, doing)?;
+                if current != expected {
+                    // Dropping the transaction rolls it back: nothing is written.
+                    return Ok(None);
+                }
+                let version = self.next_version(&tx, doing)?;
+                write(&tx, version).map_err(|e| self.fail(doing, e))?;
+                tx.commit().map_err(|e| self.fail(doing, e))?;
+                Ok(Some(version as u64))
+            })
+        })
+    }
 }
 
 /// Closing the last connection to a file deletes its `-wal` and `-shm` by name; once the path
@@ -733,22 +763,12 @@ impl SlotStore for SqliteStore {
         record: &NamespaceRecord,
     ) -> Result<Option<u64>> {
         let doing = format!("compare-and-set of namespace '{namespace}'");
-        crate::fork::gate(|| {
-            self.with_conn(|conn| {
-                let tx = conn
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                    .map_err(|e| self.fail(&doing, e))?;
-                let current = self.version_of(
-                    &tx,
-                    "SELECT version FROM cosid_namespace WHERE namespace = ?1",
-                    params![namespace],
-                    &doing,
-                )?;
-                if current != expected {
-                    // Dropping the transaction rolls it back: nothing is written.
-                    return Ok(None);
-                }
-                let version = self.next_version(&tx, &doing)?;
+        self.compare_and_set(
+            &doing,
+            expected,
+            "SELECT version FROM cosid_namespace WHERE namespace = ?1",
+            params![namespace],
+            |tx, version| {
                 tx.execute(
                     UPSERT_NAMESPACE,
                     params![
@@ -760,11 +780,8 @@ impl SlotStore for SqliteStore {
                         record.layout.map(|l| l.encode())
                     ],
                 )
-                .map_err(|e| self.fail(&doing, e))?;
-                tx.commit().map_err(|e| self.fail(&doing, e))?;
-                Ok(Some(version as u64))
-            })
-        })
+            },
+        )
     }
 
     fn read_slot(
@@ -804,21 +821,12 @@ impl SlotStore for SqliteStore {
             record.slot
         );
         let fence = to_i64(record.fence, "fence", &self.path)?;
-        crate::fork::gate(|| {
-            self.with_conn(|conn| {
-                let tx = conn
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                    .map_err(|e| self.fail(&doing, e))?;
-                let current = self.version_of(
-                    &tx,
-                    "SELECT version FROM cosid_slot WHERE namespace = ?1 AND slot = ?2",
-                    params![namespace, record.slot],
-                    &doing,
-                )?;
-                if current != expected {
-                    return Ok(None);
-                }
-                let version = self.next_version(&tx, &doing)?;
+        self.compare_and_set(
+            &doing,
+            expected,
+            "SELECT version FROM cosid_slot WHERE namespace = ?1 AND slot = ?2",
+            params![namespace, record.slot],
+            |tx, version| {
                 let (owner_key, incarnation) = match &record.owner {
                     Some(o) => (
                         Some(o.key.as_str()),
@@ -842,27 +850,14 @@ impl SlotStore for SqliteStore {
                         record.next_floor
                     ],
                 )
-                .map_err(|e| self.fail(&doing, e))?;
-                tx.commit().map_err(|e| self.fail(&doing, e))?;
-                Ok(Some(version as u64))
-            })
-        })
+            },
+        )
     }
 
     /// The store clock (the host's) is read once the write is committed: a write that waited
     /// for the file's lock reports the time it was made, not the time it was asked for.
-    fn cas_slot_timed(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<Written>> {
-        let written = self.cas_slot(namespace, expected, record)?;
-        let now = self.clock.now_ms();
-        Ok(written.map(|version| Written {
-            version,
-            store_now: Some(now),
-        }))
+    fn host_clock_ms(&self) -> Option<i64> {
+        Some(self.clock.now_ms())
     }
 }
 
