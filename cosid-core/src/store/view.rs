@@ -122,9 +122,9 @@ impl CandidateView {
         }
     }
 
-    /// The view a store that filters returns, made from every record of the namespace: what
-    /// the stores' own views (a Lua script, a SQL query) must match, written once for the
-    /// stores that filter in Rust and for the conformance suite to compare them with.
+    /// The least a store that filters must return, made from every record of the namespace:
+    /// the stores' own views (a Lua script, a SQL query) hold at least these records, and the
+    /// conformance suite compares them with it.
     pub fn filtered(
         namespace: Option<Versioned<NamespaceRecord>>,
         store_now: i64,
