@@ -868,25 +868,61 @@ mod tests {
         );
     }
 
+    /// Fails every write of `owner_key`'s records while `cut` is set: the runtime's keeper
+    /// cannot reach the store, everyone else can.
+    #[derive(Debug)]
+    struct CutOff {
+        owner_key: &'static str,
+        cut: std::sync::atomic::AtomicBool,
+    }
+
+    impl crate::store::hooked::Hook for CutOff {
+        fn call(
+            &self,
+            inner: &dyn crate::store::SlotStore,
+            call: crate::store::hooked::Call<'_>,
+        ) -> Result<crate::store::hooked::Reply> {
+            use crate::store::hooked::Call;
+            if let Call::CasSlot { record, .. } | Call::CasSlotTimed { record, .. } = call {
+                let ours = record.owner.as_ref().map(|o| o.key.as_str()) == Some(self.owner_key);
+                if ours && self.cut.load(std::sync::atomic::Ordering::SeqCst) {
+                    return Err(Error::store("store unreachable for the runtime (test)"));
+                }
+            }
+            call.on(inner)
+        }
+    }
+
     #[test]
     fn lost_lease_fails_fast_then_rebinds_to_a_new_window() {
         let clock = ManualClock::shared(1_800_000_000_000);
-        let store = crate::store::open_with_clock("memory:rt3", clock.clone()).unwrap();
+        let memory = crate::store::open_with_clock("memory:rt3", clock.clone()).unwrap();
+        let store = crate::store::hooked::Hooked::new(
+            memory.clone(),
+            CutOff {
+                owner_key: "rt-owner",
+                cut: false.into(),
+            },
+        );
         let events = Arc::new(Mutex::new(Vec::new()));
         let ev = events.clone();
         let rt = Runtime::builder()
             .config(memory_config("rt3"))
             .clock(clock.clone())
             .store(store.clone())
+            .owner(Owner::new("rt-owner"))
             .on_event(move |e| ev.lock().unwrap().push(e.name()))
             .build()
             .unwrap();
         let lease = rt.lease().unwrap();
         rt.next().unwrap();
-        // Someone takes the slot over after expiry (the keeper could not renew in time).
+        // Someone takes the slot over after expiry: the keeper could not renew in time. (Without
+        // the cut, the keeper's thread could renew the expired lease between the clock's jump
+        // and the thief's acquisition, and the thief would rightly take another slot.)
+        store.cut.store(true, std::sync::atomic::Ordering::SeqCst);
         clock.advance(Duration::from_secs(31));
         let thief = LeaseClient::new(
-            store.clone(),
+            store.clone() as SharedStore,
             "rt",
             3,
             Terms {
@@ -907,6 +943,7 @@ mod tests {
             stolen.lease.floor >= lease.ceiling,
             "the thief starts above our ceiling"
         );
+        store.cut.store(false, std::sync::atomic::Ordering::SeqCst);
         // The keeper notices at its next renewal and rebinds (another slot, or the same one once
         // the thief's lease runs out): in both cases a new ownership whose window starts above
         // every ceiling this runtime was granted.
