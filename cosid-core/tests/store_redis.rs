@@ -9,8 +9,11 @@
 mod conformance;
 mod network;
 
+use cosid_core::lease::{Owner, SlotRecord};
 use cosid_core::store::redis::RedisStore;
+use cosid_core::store::{CandidateAsk, SharedStore};
 use cosid_testkit::Server;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 // A password URL names the user `cosid` (the test server has no users configured: it refuses
@@ -94,4 +97,228 @@ fn versions_stay_above_those_of_writes_a_failover_lost() {
 #[test]
 fn the_server_filters_the_candidate_view() {
     conformance::candidate_view_is_filtered_by_the_store(&shared);
+}
+
+/// The index the Redis store keeps of a namespace's slot records, read raw: the held slots with
+/// their scores, the unheld slots, and the slots each (percent-encoded) key names.
+#[derive(Debug, PartialEq)]
+struct Index {
+    held: BTreeMap<String, i64>,
+    unheld: BTreeSet<String>,
+    keys: BTreeMap<String, BTreeSet<String>>,
+}
+
+fn raw(url: &str) -> redis::Connection {
+    redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .expect("a direct connection to the test server")
+}
+
+/// The field of a record line after `name` (` owner_key=`, say), up to the next space.
+fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let at = line.find(name)? + name.len();
+    line[at..].split(' ').next()
+}
+
+/// What the index must hold, worked out from the records themselves.
+fn index_of_records(con: &mut redis::Connection, ns: &str) -> Index {
+    let records: BTreeMap<String, String> = redis::cmd("HGETALL")
+        .arg(format!("cosid:{{{ns}}}:slots"))
+        .query(con)
+        .expect("HGETALL");
+    let mut index = Index {
+        held: BTreeMap::new(),
+        unheld: BTreeSet::new(),
+        keys: BTreeMap::new(),
+    };
+    for (slot, line) in records {
+        match field(&line, " owner_key=") {
+            Some(_) => {
+                let expires_at = field(&line, " expires_at=").expect("an expiry");
+                index
+                    .held
+                    .insert(slot.clone(), expires_at.parse().expect("a number"));
+            }
+            None => {
+                index.unheld.insert(slot.clone());
+            }
+        }
+        for name in [" owner_key=", " last_owner_key="] {
+            if let Some(key) = field(&line, name) {
+                index
+                    .keys
+                    .entry(key.to_string())
+                    .or_default()
+                    .insert(slot.clone());
+            }
+        }
+    }
+    index
+}
+
+/// The index as stored, without the placeholder members (` index`) that keep its keys in
+/// existence; `None` when it was never written.
+fn stored_index(con: &mut redis::Connection, ns: &str) -> Option<Index> {
+    let placeholder = " index";
+    let held: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg(format!("cosid:{{{ns}}}:held"))
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(con)
+        .expect("ZRANGE held");
+    let unheld: Vec<String> = redis::cmd("ZRANGE")
+        .arg(format!("cosid:{{{ns}}}:unheld"))
+        .arg(0)
+        .arg(-1)
+        .query(con)
+        .expect("ZRANGE unheld");
+    let keys: BTreeMap<String, String> = redis::cmd("HGETALL")
+        .arg(format!("cosid:{{{ns}}}:keys"))
+        .query(con)
+        .expect("HGETALL keys");
+    if held.is_empty() && unheld.is_empty() && keys.is_empty() {
+        return None;
+    }
+    assert_eq!(keys.get(placeholder).map(String::as_str), Some(","));
+    assert!(unheld.iter().any(|s| s == placeholder), "{unheld:?}");
+    assert!(held.iter().any(|(s, _)| s == placeholder), "{held:?}");
+    Some(Index {
+        held: held
+            .into_iter()
+            .filter(|(s, _)| s != placeholder)
+            .map(|(s, score)| (s, score as i64))
+            .collect(),
+        unheld: unheld.into_iter().filter(|s| s != placeholder).collect(),
+        keys: keys
+            .into_iter()
+            .filter(|(k, _)| k != placeholder)
+            .map(|(k, list)| {
+                assert!(list.starts_with(',') && list.ends_with(','), "{k}: {list}");
+                let slots = list.split(',').filter(|s| !s.is_empty());
+                (k, slots.map(String::from).collect())
+            })
+            .collect(),
+    })
+}
+
+/// The asks a view is checked with in the index tests: by each key the planted records name,
+/// with and without a preferred slot, and for the namespace only.
+fn index_asks() -> Vec<CandidateAsk<'static>> {
+    let mut asks = vec![CandidateAsk::NAMESPACE_ONLY];
+    for key in ["me", "other", "x y=z", "stranger", "nobody"] {
+        for (preferred_slot, free_min) in [(None, 64), (Some(60), 3), (Some(2), 0)] {
+            asks.push(CandidateAsk {
+                owner_key: Some(key),
+                preferred_slot,
+                free_min,
+                free_per_live: 2,
+            });
+        }
+    }
+    asks
+}
+
+fn rewrite(store: &SharedStore, ns: &str, slot: u32, change: impl Fn(&mut SlotRecord)) {
+    let current = conformance::record(store, ns, slot);
+    let mut next = current.value.clone();
+    change(&mut next);
+    assert!(store
+        .cas_slot(ns, Some(current.version), &next)
+        .unwrap()
+        .is_some());
+}
+
+/// Every write of a slot record keeps the index exact (held with the record's expiry, unheld,
+/// and the keys each record names, as owner or last owner), and the view read through it is
+/// the filtered namespace, whatever the record became: released, taken by another key, holding
+/// no key at all, or new.
+#[test]
+fn the_index_follows_every_write_of_a_slot_record() {
+    let url = cosid_testkit::shared_redis_url();
+    let store = shared();
+    let mut con = raw(&url);
+    let ns = conformance::plant_view_records(&store, "index-follows");
+    let later = conformance::store_clock(&store, &ns) + 7_200_000;
+    let changes: Vec<(u32, Box<dyn Fn(&mut SlotRecord)>)> = vec![
+        (0, Box::new(|r| r.owner = None)),
+        (
+            2,
+            Box::new(move |r| {
+                r.owner = Some(Owner::new("me"));
+                r.last_owner_key = Some("me".into());
+                r.expires_at = later;
+            }),
+        ),
+        (
+            5,
+            Box::new(|r| {
+                r.owner = Some(Owner::new("x y=z"));
+                r.last_owner_key = Some("x y=z".into());
+            }),
+        ),
+        (
+            60,
+            Box::new(|r| {
+                r.owner = None;
+                r.last_owner_key = None;
+            }),
+        ),
+        (1, Box::new(move |r| r.expires_at = later)),
+        (
+            3,
+            Box::new(|r| {
+                r.owner = Some(Owner::new("other"));
+            }),
+        ),
+    ];
+    let check = |con: &mut redis::Connection, after: &str| {
+        assert_eq!(
+            stored_index(con, &ns).as_ref(),
+            Some(&index_of_records(con, &ns)),
+            "after {after}"
+        );
+        for ask in index_asks() {
+            conformance::check_candidate_view(&store, &ns, &ask);
+        }
+    };
+    check(&mut con, "planting");
+    for (slot, change) in &changes {
+        rewrite(&store, &ns, *slot, change);
+        check(&mut con, &format!("rewriting slot {slot}"));
+    }
+    assert!(store
+        .cas_slot(&ns, None, &SlotRecord::vacant(99))
+        .unwrap()
+        .is_some());
+    check(&mut con, "a new record of no key");
+}
+
+/// A namespace whose records were written without the index (by a build before it, or with
+/// its keys lost) is read by a scan, with the same view, and the next slot write rebuilds the
+/// index from every record.
+#[test]
+fn a_namespace_without_its_index_is_scanned_then_indexed() {
+    let url = cosid_testkit::shared_redis_url();
+    let store = shared();
+    let mut con = raw(&url);
+    let ns = conformance::plant_view_records(&store, "index-rebuilt");
+    let _: () = redis::cmd("DEL")
+        .arg(format!("cosid:{{{ns}}}:held"))
+        .arg(format!("cosid:{{{ns}}}:unheld"))
+        .arg(format!("cosid:{{{ns}}}:keys"))
+        .query(&mut con)
+        .expect("DEL");
+    assert_eq!(stored_index(&mut con, &ns), None);
+    for ask in index_asks() {
+        conformance::check_candidate_view(&store, &ns, &ask);
+    }
+    rewrite(&store, &ns, 40, |r| r.owner = Some(Owner::new("newcomer")));
+    assert_eq!(
+        stored_index(&mut con, &ns),
+        Some(index_of_records(&mut con, &ns))
+    );
+    for ask in index_asks() {
+        conformance::check_candidate_view(&store, &ns, &ask);
+    }
 }

@@ -26,6 +26,17 @@
 //! | `cosid:{ns}:ns`      | string | `VERSION|` and the namespace record's line               |
 //! | `cosid:{ns}:slots`   | hash   | field = slot number, value `VERSION|` and the slot's line |
 //! | `cosid:{ns}:version` | string | the namespace's version counter                          |
+//! | `cosid:{ns}:held`    | zset   | member = slot of a record with an owner, score = its `expires_at` |
+//! | `cosid:{ns}:unheld`  | zset   | member = slot of a record without an owner, score = the slot |
+//! | `cosid:{ns}:keys`    | hash   | field = a percent-encoded key, value `,3,17,`: the slots whose records name it (owner or last owner) |
+//!
+//! Each of the last three also holds a placeholder member ` index` (see `INDEX`). They are an
+//! index of `slots`, kept by the one script that writes a slot record, so
+//! that a candidate view reads the live leases and the records it returns without reading every
+//! record. The index decides nothing: the view's records are read from `slots`, and the client
+//! checks each before a compare-and-set against its version. A namespace whose index does not
+//! count the records of `slots` (one written before the index existed) is read by a scan, and
+//! the next slot write rebuilds the index.
 //!
 //! Versions come from the counter: every write takes the counter plus one, or the server's
 //! `TIME` in microseconds when that is higher. So a version never repeats while the data lives,
@@ -75,6 +86,66 @@ local function version_of(cur, where)
 end
 "#;
 
+/// Keeps the index of the slot records (KEYS[3] held, KEYS[4] unheld, KEYS[5] keys; KEYS[1] is
+/// the records' hash): `reindex` after one record changed from `old` (nil: none) to `new`;
+/// `rebuild` from every record when the index does not count them (`indexed`). Each of the
+/// three holds a member ` index` (outside every range the scripts read: held's score is -inf,
+/// unheld's -1, and no percent-encoded key has a space), so that all three keys exist from the
+/// first write on: while a Redis Cluster migrates the namespace's hash slot, a script naming a
+/// key that does not exist is answered `TRYAGAIN` until the migration ends.
+const INDEX: &str = r#"
+local function named_keys(rec)
+  local out = {}
+  if not rec then return out end
+  local o = string.match(rec, ' owner_key=(%S+)')
+  if o then out[o] = true end
+  local l = string.match(rec, ' last_owner_key=(%S+)')
+  if l then out[l] = true end
+  return out
+end
+local function reindex(slot, old, new)
+  if string.find(new, ' owner_key=', 1, true) then
+    -- A record without a readable expiry counts as held for ever (the scan and the client's
+    -- decoder name it; the index only keeps it from being offered).
+    redis.call('ZADD', KEYS[3], string.match(new, ' expires_at=(%-?%d+) ') or '+inf', slot)
+    redis.call('ZREM', KEYS[4], slot)
+  else
+    redis.call('ZREM', KEYS[3], slot)
+    redis.call('ZADD', KEYS[4], slot, slot)
+  end
+  local before, after = named_keys(old), named_keys(new)
+  local entry = ',' .. slot .. ','
+  for k in pairs(before) do
+    if not after[k] then
+      local list = redis.call('HGET', KEYS[5], k)
+      if list then
+        local at = string.find(list, entry, 1, true)
+        if at then list = string.sub(list, 1, at) .. string.sub(list, at + #entry) end
+        if list == ',' then redis.call('HDEL', KEYS[5], k) else redis.call('HSET', KEYS[5], k, list) end
+      end
+    end
+  end
+  for k in pairs(after) do
+    if not before[k] then
+      local list = redis.call('HGET', KEYS[5], k) or ','
+      if not string.find(list, entry, 1, true) then redis.call('HSET', KEYS[5], k, list .. slot .. ',') end
+    end
+  end
+end
+local function indexed()
+  return redis.call('HEXISTS', KEYS[5], ' index') == 1 and
+    redis.call('HLEN', KEYS[1]) == redis.call('ZCARD', KEYS[3]) + redis.call('ZCARD', KEYS[4]) - 2
+end
+local function rebuild()
+  redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])
+  redis.call('ZADD', KEYS[3], '-inf', ' index')
+  redis.call('ZADD', KEYS[4], -1, ' index')
+  redis.call('HSET', KEYS[5], ' index', ',')
+  local all = redis.call('HGETALL', KEYS[1])
+  for i = 1, #all, 2 do reindex(all[i], nil, all[i + 1]) end
+end
+"#;
+
 /// KEYS: ns, slots. Returns {sec, usec, ns value or nil, every slot value joined by '\n'}
 /// (one string rather than 2^bits of them: the client parses one reply item, not thousands).
 /// The server's clock and uptime (whole seconds), read on the node that holds the namespace's
@@ -91,49 +162,89 @@ local slots = table.concat(redis.call('HVALS', KEYS[2]), '\n')
 return {t[1], t[2], redis.call('GET', KEYS[1]), slots}
 "#;
 
-/// The candidate view (`CandidateView`), filtered here so that its reply does not grow with the
-/// live leases: their slot numbers only, whole records only for the asker's key, the preferred
-/// slot and the free slots below the covered bound. Each record is read by its fixed head (the
-/// codec writes `slot`, `fence`, `expires_at` first) and two plain searches; one the head does
-/// not match comes back whole, for the client's decoder to name. KEYS: ns, slots. ARGV: '1'
-/// when asked by key ('' otherwise), the percent-encoded key, the preferred slot (''),
-/// free_min, free_per_live. Returns {sec, usec, ns value or nil, live slots joined by ',',
-/// covered bound, whole records joined by newlines}.
+/// The candidate view (`CandidateView`), filtered here so that neither its reply nor its work
+/// grows with the live leases beyond their slot numbers: those come from the `held` index (score
+/// above now), whole records only for the asker's key (the `keys` index), the preferred slot and
+/// the free slots below the covered bound (the `unheld` index, and `held` at or below now).
+/// Without an index that counts every record, a scan does the same: each record is read by its
+/// fixed head (the codec writes `slot`, `fence`, `expires_at` first) and two plain searches, and
+/// one the head does not match comes back whole, for the client's decoder to name. KEYS: slots,
+/// ns, held, unheld, keys. ARGV: '1' when asked by key ('' otherwise), the percent-encoded
+/// key, the preferred slot (''), free_min, free_per_live. Returns {sec, usec, ns value or nil,
+/// live slots joined by ',', covered bound, whole records joined by newlines}.
 const CANDIDATES: &str = r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ns = redis.call('GET', KEYS[1])
+local ns = redis.call('GET', KEYS[2])
 local limit = 0
 if ns then limit = tonumber(string.match(ns, ' limit=(%d+)')) or 0 end
-local own, last
-if ARGV[1] == '1' then
-  own = ' owner_key=' .. ARGV[2] .. ' '
-  last = ' last_owner_key=' .. ARGV[2]
-end
 local pref = tonumber(ARGV[3])
-local live, whole, free = {}, {}, {}
-for _, v in ipairs(redis.call('HVALS', KEYS[2])) do
-  local slot, exp = string.match(v, '^%d+|cosid%-slot/1 slot=(%d+) fence=%d+ expires_at=(%-?%d+) ')
-  slot = tonumber(slot)
-  if not slot then
-    whole[#whole + 1] = v
-  else
-    local held = string.find(v, ' owner_key=', 1, true) ~= nil and tonumber(exp) > now
-    if held then live[#live + 1] = slot end
-    if slot == pref or (own and (string.find(v, own, 1, true) or string.sub(v, -#last) == last)) then
+local function covered_by(live)
+  local wanted = tonumber(ARGV[4]) + tonumber(ARGV[5]) * live
+  if wanted > 0 then return math.min(limit, wanted + live) end
+  return 0
+end
+local function reply(live, covered, whole)
+  return {t[1], t[2], ns, table.concat(live, ','), string.format('%d', covered), table.concat(whole, '\n')}
+end
+if not indexed() then
+  local own, last
+  if ARGV[1] == '1' then
+    own = ' owner_key=' .. ARGV[2] .. ' '
+    last = ' last_owner_key=' .. ARGV[2]
+  end
+  local live, whole, free = {}, {}, {}
+  for _, v in ipairs(redis.call('HVALS', KEYS[1])) do
+    local slot, exp = string.match(v, '^%d+|cosid%-slot/1 slot=(%d+) fence=%d+ expires_at=(%-?%d+) ')
+    slot = tonumber(slot)
+    if not slot then
       whole[#whole + 1] = v
-    elseif not held then
-      free[#free + 1] = {slot, v}
+    else
+      local held = string.find(v, ' owner_key=', 1, true) ~= nil and tonumber(exp) > now
+      if held then live[#live + 1] = slot end
+      if slot == pref or (own and (string.find(v, own, 1, true) or string.sub(v, -#last) == last)) then
+        whole[#whole + 1] = v
+      elseif not held then
+        free[#free + 1] = {slot, v}
+      end
     end
   end
+  local covered = covered_by(#live)
+  for _, f in ipairs(free) do
+    if f[1] < covered then whole[#whole + 1] = f[2] end
+  end
+  return reply(live, covered, whole)
 end
-local wanted = tonumber(ARGV[4]) + tonumber(ARGV[5]) * #live
-local covered = 0
-if wanted > 0 then covered = math.min(limit, wanted + #live) end
-for _, f in ipairs(free) do
-  if f[1] < covered then whole[#whole + 1] = f[2] end
+local live = redis.call('ZRANGEBYSCORE', KEYS[3], string.format('(%d', now), '+inf')
+local covered = covered_by(#live)
+local picked, fields = {}, {}
+local function pick(slot)
+  if slot and not picked[slot] then
+    picked[slot] = true
+    fields[#fields + 1] = slot
+  end
 end
-return {t[1], t[2], ns, table.concat(live, ','), string.format('%d', covered), table.concat(whole, '\n')}
+if ARGV[1] == '1' then
+  local list = redis.call('HGET', KEYS[5], ARGV[2])
+  if list then
+    for slot in string.gmatch(list, '%d+') do pick(slot) end
+  end
+end
+if pref then pick(string.format('%d', pref)) end
+if covered > 0 then
+  for _, slot in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], 0, covered - 1)) do pick(slot) end
+  for _, slot in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', string.format('%d', now))) do
+    local n = tonumber(slot)
+    if n and n < covered then pick(slot) end
+  end
+end
+local whole = {}
+if #fields > 0 then
+  for _, v in ipairs(redis.call('HMGET', KEYS[1], unpack(fields))) do
+    if v then whole[#whole + 1] = v end
+  end
+end
+return reply(live, covered, whole)
 "#;
 
 /// KEYS: slots. ARGV: slot. Returns {sec, usec, slot value or nil}.
@@ -153,16 +264,20 @@ redis.call('SET', KEYS[1], string.format('%d', v) .. '|' .. ARGV[2])
 return v
 "#;
 
-/// KEYS: slots, counter. ARGV: slot, expected version ('' for none), record. Returns {the new
-/// version or nil, sec, usec}: the store clock comes with the answer, so a renewal needs no
-/// read first to see it.
+/// KEYS: slots, counter, held, unheld, keys. ARGV: slot, expected version ('' for none),
+/// record. Returns {the new version or nil, sec, usec}: the store clock comes with the answer,
+/// so a renewal needs no read first to see it. Keeps the index (`INDEX`) of what it writes, and
+/// rebuilds it first when it does not count every record.
 const CAS_SLOT: &str = r#"
 local t = redis.call('TIME')
-local cur = version_of(redis.call('HGET', KEYS[1], ARGV[1]), KEYS[1] .. '[' .. ARGV[1] .. ']')
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+local cur = version_of(old, KEYS[1] .. '[' .. ARGV[1] .. ']')
 if type(cur) == 'table' then return cur end
 if cur ~= ARGV[2] then return {false, t[1], t[2]} end
 local v = next_version(KEYS[2])
+if not indexed() then rebuild() end
 redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', v) .. '|' .. ARGV[3])
+reindex(ARGV[1], old, ARGV[3])
 return {v, t[1], t[2]}
 "#;
 
@@ -237,6 +352,8 @@ struct Keys {
     ns: String,
     slots: String,
     counter: String,
+    /// The index of `slots` (`INDEX`): held, unheld, keys.
+    index: [String; 3],
 }
 
 fn keys(namespace: &str) -> Keys {
@@ -244,6 +361,11 @@ fn keys(namespace: &str) -> Keys {
         ns: format!("cosid:{{{namespace}}}:ns"),
         slots: format!("cosid:{{{namespace}}}:slots"),
         counter: format!("cosid:{{{namespace}}}:version"),
+        index: [
+            format!("cosid:{{{namespace}}}:held"),
+            format!("cosid:{{{namespace}}}:unheld"),
+            format!("cosid:{{{namespace}}}:keys"),
+        ],
     }
 }
 
@@ -599,10 +721,10 @@ impl RedisStore {
                 target,
                 scripts: Scripts {
                     snapshot: Script::new(SNAPSHOT),
-                    candidates: Script::new(CANDIDATES),
+                    candidates: Script::new(&format!("{INDEX}{CANDIDATES}")),
                     read_slot: Script::new(READ_SLOT),
                     cas_namespace: Script::new(&format!("{NEXT_VERSION}{CAS_NAMESPACE}")),
-                    cas_slot: Script::new(&format!("{NEXT_VERSION}{CAS_SLOT}")),
+                    cas_slot: Script::new(&format!("{NEXT_VERSION}{INDEX}{CAS_SLOT}")),
                     started_at: Script::new(STARTED_AT),
                 },
                 replicas,
@@ -1038,7 +1160,11 @@ impl SlotStore for RedisStore {
             what,
             |s| &s.candidates,
             false,
-            vec![k.ns.clone(), k.slots.clone()],
+            [&k.slots, &k.ns]
+                .into_iter()
+                .chain(&k.index)
+                .cloned()
+                .collect(),
             vec![
                 if ask.owner_key.is_some() { "1" } else { "" }.to_string(),
                 ask.owner_key.map(codec::encode_key).unwrap_or_default(),
@@ -1160,7 +1286,7 @@ impl SlotStore for RedisStore {
             what,
             |s| &s.cas_slot,
             true,
-            vec![k.slots, k.counter],
+            [k.slots, k.counter].into_iter().chain(k.index).collect(),
             vec![
                 record.slot.to_string(),
                 expected.map(|v| v.to_string()).unwrap_or_default(),

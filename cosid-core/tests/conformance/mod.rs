@@ -699,7 +699,7 @@ pub fn candidate_view_of_an_unknown_namespace_has_the_clock_only(open: Open) {
 /// Plants every kind of record a view sorts (live and expired, released with and without the
 /// asker's key as last owner, the asker's key held by another incarnation, records past a
 /// narrow covered range) in a namespace of 128 slots; returns the namespace.
-fn plant_view_records(store: &SharedStore, case: &str) -> String {
+pub fn plant_view_records(store: &SharedStore, case: &str) -> String {
     let ns = unique_namespace(case);
     client(store, &ns, 7, LONG).open_namespace().unwrap();
     let now = store_clock(store, &ns);
