@@ -83,6 +83,20 @@ fn generator(window: &Arc<Window>, clock: &Arc<ManualClock>) -> Arc<Generator> {
     ))
 }
 
+/// What each execution starts from: a clock at T0 and a generator on slot 1 bound to the
+/// window (T0-1, `ceiling`], returned as granted.
+fn start(ceiling: i64) -> (Arc<ManualClock>, Arc<Window>, Arc<Generator>, Granted) {
+    let granted = Granted {
+        slot: 1,
+        floor: T0 - 1,
+        ceiling,
+    };
+    let clock = ManualClock::shared(T0);
+    let window = Arc::new(Window::bound(granted.slot, granted.floor, granted.ceiling));
+    let g = generator(&window, &clock);
+    (clock, window, g, granted)
+}
+
 /// One issuer: `n` non-blocking attempts. Waits and the fail-fast errors of a lost or closed
 /// window are legitimate outcomes; an id is recorded.
 fn issue(g: &Generator, n: usize) -> Vec<u64> {
@@ -139,9 +153,7 @@ fn spawn_issuer(g: &Arc<Generator>, n: usize) -> loom::thread::JoinHandle<Vec<u6
 #[test]
 fn issuers_race_a_window_extension() {
     model(2, || {
-        let clock = ManualClock::shared(T0);
-        let window = Arc::new(Window::bound(1, T0 - 1, T0));
-        let g = generator(&window, &clock);
+        let (clock, window, g, granted) = start(T0);
         let issuers = [spawn_issuer(&g, 2), spawn_issuer(&g, 2)];
         let keeper = {
             let (window, clock) = (window.clone(), clock.clone());
@@ -153,12 +165,12 @@ fn issuers_race_a_window_extension() {
         };
         keeper.join().unwrap();
         let ids: Vec<_> = issuers.into_iter().map(|h| h.join().unwrap()).collect();
+        // The keeper extended the window to T0+1.
         check(
             &ids,
             &[Granted {
-                slot: 1,
-                floor: T0 - 1,
                 ceiling: T0 + 1,
+                ..granted
             }],
         );
         assert_eq!(g.issued(), ids.iter().map(Vec::len).sum::<usize>() as u64);
@@ -174,9 +186,7 @@ fn issuers_race_a_lost_lease_and_a_rebinding() {
     // preempted between its loads while the keeper rebinds); stale relaxed loads are explored
     // whatever the bound. Two preemptions take about ten minutes on 2 cores.
     model(1, || {
-        let clock = ManualClock::shared(T0);
-        let window = Arc::new(Window::bound(1, T0 - 1, T0 + 5));
-        let g = generator(&window, &clock);
+        let (clock, window, g, granted) = start(T0 + 5);
         let issuers = [spawn_issuer(&g, 1), spawn_issuer(&g, 1)];
         let keeper = {
             let (window, clock) = (window.clone(), clock.clone());
@@ -191,11 +201,7 @@ fn issuers_race_a_lost_lease_and_a_rebinding() {
         check(
             &ids,
             &[
-                Granted {
-                    slot: 1,
-                    floor: T0 - 1,
-                    ceiling: T0 + 5,
-                },
+                granted,
                 Granted {
                     slot: 2,
                     floor: T0,
@@ -218,9 +224,7 @@ fn issuers_race_a_lost_lease_and_a_rebinding() {
 #[test]
 fn issuers_race_close() {
     model(2, || {
-        let clock = ManualClock::shared(T0);
-        let window = Arc::new(Window::bound(1, T0 - 1, T0 + 5));
-        let g = generator(&window, &clock);
+        let (clock, _, g, granted) = start(T0 + 5);
         // Set (Release) right after close() returns; an issuer that sees it (Acquire) started
         // its attempt after close returned, so the attempt must fail.
         let closed = Arc::new(AtomicBool::new(false));
@@ -260,14 +264,7 @@ fn issuers_race_close() {
         };
         let last = closer.join().unwrap();
         let ids: Vec<_> = issuers.into_iter().map(|h| h.join().unwrap()).collect();
-        check(
-            &ids,
-            &[Granted {
-                slot: 1,
-                floor: T0 - 1,
-                ceiling: T0 + 5,
-            }],
-        );
+        check(&ids, &[granted]);
         let issued: Vec<u64> = ids.iter().flatten().copied().collect();
         match last {
             None => assert!(issued.is_empty(), "close reported no id, but {issued:?}"),

@@ -116,6 +116,17 @@ fn dir_of(path: &Path) -> PathBuf {
     }
 }
 
+/// How the state file's temp files and its lock file are opened: mode 0600 (only the owner
+/// reads or writes them), never through a symlink (`O_NOFOLLOW`), and not inherited by a program
+/// a child execs (`O_CLOEXEC`). The caller adds the access and creation it needs.
+fn private_file() -> std::fs::OpenOptions {
+    let mut options = std::fs::OpenOptions::new();
+    options
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    options
+}
+
 /// The temporary file of one write: removed when dropped unless it was renamed into place.
 struct TempFile {
     path: PathBuf,
@@ -154,11 +165,9 @@ pub fn write_state(path: &Path, ceiling_ms: i64) -> Result<()> {
         std::process::id(),
         uuid::Uuid::new_v4().simple()
     ));
-    let mut f = std::fs::OpenOptions::new()
+    let mut f = private_file()
         .write(true)
         .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&tmp_path)
         .map_err(|e| fail("create the temp file", e))?;
     let mut tmp = TempFile {
@@ -229,13 +238,11 @@ fn lock_state_file(state: &Path) -> Result<StateLock> {
         .with_source(e)
     };
     create_private_dir(&dir_of(state)).map_err(|e| fail("create the directory of the lock", e))?;
-    let mut file = std::fs::OpenOptions::new()
+    let mut file = private_file()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&lock)
         .map_err(|e| fail("open the lock file", e))?;
     // SAFETY: flock on a file descriptor we own; no memory is passed.
@@ -520,12 +527,25 @@ mod tests {
         // symlink that would overwrite whatever it points at.
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join("state");
-        let victim = dir.path().join("victim");
-        std::fs::write(&victim, "precious\n").unwrap();
-        std::os::unix::fs::symlink(&victim, lock_path(&state)).unwrap();
+        let victim = planted_link(&lock_path(&state));
         let e = lock_state_file(&state).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::StateFile, "{e}");
-        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert_untouched(&victim);
+    }
+
+    /// A file `victim` next to `link` holding [`PRECIOUS`], and a symlink to it planted at `link`;
+    /// returns the victim's path.
+    fn planted_link(link: &Path) -> PathBuf {
+        let victim = link.with_file_name("victim");
+        std::fs::write(&victim, PRECIOUS).unwrap();
+        std::os::unix::fs::symlink(&victim, link).unwrap();
+        victim
+    }
+
+    const PRECIOUS: &str = "precious\n";
+
+    fn assert_untouched(victim: &Path) {
+        assert_eq!(std::fs::read_to_string(victim).unwrap(), PRECIOUS);
     }
 
     #[test]
@@ -566,17 +586,10 @@ mod tests {
     fn a_link_planted_at_the_temp_name_is_never_followed() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("state");
-        let victim = dir.path().join("victim");
-        std::fs::write(&victim, "precious").unwrap();
         // The name every earlier version used for its temp file.
-        std::os::unix::fs::symlink(
-            &victim,
-            dir.path()
-                .join(format!(".state.tmp.{}", std::process::id())),
-        )
-        .unwrap();
+        let victim = planted_link(&p.with_file_name(format!(".state.tmp.{}", std::process::id())));
         write_state(&p, 5).unwrap();
-        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert_untouched(&victim);
         assert_eq!(read_state(&p).unwrap(), Some(5));
     }
 

@@ -16,6 +16,12 @@ fn spec(s: &str) -> TextFormat {
     TextFormat::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
 }
 
+/// `f` writes `id` as `text` and reads `text` back as `id`.
+fn round_trips(f: &TextFormat, l: &Layout, id: u64, text: &str) {
+    assert_eq!(f.format(l, id).unwrap(), text, "{f}");
+    assert_eq!(f.parse_id(l, text).unwrap(), id, "{f}");
+}
+
 const I64_MAX: u64 = i64::MAX as u64;
 
 #[test]
@@ -102,8 +108,7 @@ fn friendly_in_a_zone_as_cosid() {
     let id = 295_913_926_632_165_376;
     let l = Layout::MILLIS;
     let sh = spec("friendly,zone=Asia/Shanghai");
-    assert_eq!(sh.format(&l, id).unwrap(), "20220320133617924-5-0");
-    assert_eq!(sh.parse_id(&l, "20220320133617924-5-0").unwrap(), id);
+    round_trips(&sh, &l, id, "20220320133617924-5-0");
     // The same instant in UTC and at a fixed +08:00.
     assert_eq!(
         IdFormat::Friendly.format(&l, id).unwrap(),
@@ -152,8 +157,7 @@ fn friendly_of_second_layouts_has_14_digits() {
     assert_eq!(f.format(&l, id).unwrap(), "20191225160000-3-42");
     assert_eq!(f.parse(&l, "20191225160000-3-42").unwrap(), id);
     let sh = spec("friendly,zone=Asia/Shanghai,pad-start=true");
-    assert_eq!(sh.format(&l, id).unwrap(), "20191226000000-0003-0000042");
-    assert_eq!(sh.parse_id(&l, "20191226000000-0003-0000042").unwrap(), id);
+    round_trips(&sh, &l, id, "20191226000000-0003-0000042");
     refused(
         f.parse(&l, "20191225160000000-3-42"),
         "17",
@@ -185,8 +189,7 @@ fn local_times_at_clock_changes() {
     assert_eq!(ny.parse_id(&l, text).unwrap(), earlier);
     // The hour after the repeated one reads as written.
     let after = l.compose((1_636_270_200_000 - l.epoch_ms()) as u64, 1, 0);
-    assert_eq!(ny.format(&l, after).unwrap(), "20211107023000000-1-0");
-    assert_eq!(ny.parse_id(&l, "20211107023000000-1-0").unwrap(), after);
+    round_trips(&ny, &l, after, "20211107023000000-1-0");
     // 2021-03-14 02:30 never happens in New York (clocks jump from 02:00 to 03:00): refused.
     refused(
         ny.parse_id(&l, "20210314023000000-1-0"),
@@ -435,22 +438,25 @@ fn to_string_padding_as_cosid() {
 #[test]
 fn prefix_and_suffix_as_cosid() {
     let l = Layout::MILLIS;
-    let p = spec("dec,prefix=prefix_");
-    assert_eq!(p.format(&l, 42).unwrap(), "prefix_42");
-    assert_eq!(p.parse_id(&l, "prefix_42").unwrap(), 42);
-    refused(
-        p.parse_id(&l, "other_42"),
-        "another prefix",
-        "start with the prefix \"prefix_\"",
-    );
-    let s = spec("dec,suffix=-suffix");
-    assert_eq!(s.format(&l, 42).unwrap(), "42-suffix");
-    assert_eq!(s.parse_id(&l, "42-suffix").unwrap(), 42);
-    refused(
-        s.parse_id(&l, "42-other"),
-        "another suffix",
-        "end with the suffix \"-suffix\"",
-    );
+    // Each alone: written around the id, read back, and another affix refused.
+    for (format, text, other, needle) in [
+        (
+            "dec,prefix=prefix_",
+            "prefix_42",
+            "other_42",
+            "start with the prefix \"prefix_\"",
+        ),
+        (
+            "dec,suffix=-suffix",
+            "42-suffix",
+            "42-other",
+            "end with the suffix \"-suffix\"",
+        ),
+    ] {
+        let f = spec(format);
+        round_trips(&f, &l, 42, text);
+        refused(f.parse_id(&l, other), format, needle);
+    }
     // Both, around every form; the body is still read strictly.
     let id = 295_913_926_632_165_376;
     for (f, text) in [
@@ -460,8 +466,7 @@ fn prefix_and_suffix_as_cosid() {
         ("hex", "ORD-41b4c2601005000.x"),
     ] {
         let both = spec(&format!("{f},prefix=ORD-,suffix=.x"));
-        assert_eq!(both.format(&l, id).unwrap(), text, "{f}");
-        assert_eq!(both.parse_id(&l, text).unwrap(), id, "{f}");
+        round_trips(&both, &l, id, text);
         refused(both.parse_id(&l, "ORD-.x"), f, "");
     }
     refused(

@@ -35,9 +35,7 @@ fn a_runtime_refuses_lease_bits_above_node_bits_and_a_static_slot_that_does_not_
     if let Machine::Lease(lease) = &mut c.machine {
         lease.bits = 10;
     }
-    let e = Runtime::new(c).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Config);
-    assert!(e.message().contains("cosid.machine.lease.bits 10"), "{e}");
+    refused_naming(c, "cosid.machine.lease.bits 10");
 
     let mut c = Config::from_yaml(
         "cosid:\n  snowflake:\n    node-bits: 5\n    sequence-bits: 10\n  machine:\n    static:\n      slot: 3\n",
@@ -46,9 +44,14 @@ fn a_runtime_refuses_lease_bits_above_node_bits_and_a_static_slot_that_does_not_
     if let Machine::Static(s) = &mut c.machine {
         s.slot = 32;
     }
+    refused_naming(c, "cosid.machine.static.slot 32");
+}
+
+/// A runtime refuses `c` with a configuration error that names `key` (with its value).
+fn refused_naming(c: Config, key: &str) {
     let e = Runtime::new(c).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Config);
-    assert!(e.message().contains("cosid.machine.static.slot 32"), "{e}");
+    assert!(e.message().contains(key), "{e}");
 }
 
 /// With the cap, every runtime of a 5-node-bit namespace gets a slot the layout holds, and the

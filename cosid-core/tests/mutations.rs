@@ -48,39 +48,26 @@ fn with_no_mutation_the_simulation_passes() {
     assert!(o.ids > 0 && o.grants > 0 && o.releases > 0, "{o:?}");
 }
 
-#[test]
-fn release_handing_over_the_old_floor_is_caught() {
-    caught(Mutation::ReleaseHandsOverFloor);
+/// One test per mutation: `name => Mutation` must be caught by the simulation.
+macro_rules! caught_tests {
+    ($($name:ident => $mutation:ident,)*) => {
+        $(
+            #[test]
+            fn $name() {
+                caught(Mutation::$mutation);
+            }
+        )*
+    };
 }
 
-#[test]
-fn issuing_at_the_floor_is_caught() {
-    caught(Mutation::IssueAtFloor);
-}
-
-#[test]
-fn issuing_past_the_ceiling_is_caught() {
-    caught(Mutation::IssuePastCeiling);
-}
-
-#[test]
-fn renewal_keeping_next_floor_is_caught() {
-    caught(Mutation::RenewKeepsNextFloor);
-}
-
-#[test]
-fn acquisition_lowering_the_floor_by_300_ms_is_caught() {
-    caught(Mutation::AcquireLowersFloor);
-}
-
-#[test]
-fn renewal_by_a_non_holder_is_caught() {
-    caught(Mutation::RenewSkipsHolderCheck);
-}
-
-#[test]
-fn release_by_a_non_holder_is_caught() {
-    caught(Mutation::ReleaseSkipsHolderCheck);
+caught_tests! {
+    release_handing_over_the_old_floor_is_caught => ReleaseHandsOverFloor,
+    issuing_at_the_floor_is_caught => IssueAtFloor,
+    issuing_past_the_ceiling_is_caught => IssuePastCeiling,
+    renewal_keeping_next_floor_is_caught => RenewKeepsNextFloor,
+    acquisition_lowering_the_floor_by_300_ms_is_caught => AcquireLowersFloor,
+    renewal_by_a_non_holder_is_caught => RenewSkipsHolderCheck,
+    release_by_a_non_holder_is_caught => ReleaseSkipsHolderCheck,
 }
 
 #[test]

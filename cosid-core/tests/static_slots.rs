@@ -4,8 +4,9 @@
 use cosid_core::clock::{Clock, ManualClock};
 use cosid_core::config::{Config, Machine};
 use cosid_core::{ErrorKind, Runtime};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
 
 const T0: i64 = 1_800_000_000_000;
@@ -21,8 +22,21 @@ fn config(state: &Path, not_before: Option<&str>) -> Config {
     .unwrap()
 }
 
-fn start(clock: &std::sync::Arc<ManualClock>, cfg: Config) -> cosid_core::Result<Runtime> {
+fn start(clock: &Arc<ManualClock>, cfg: Config) -> cosid_core::Result<Runtime> {
     Runtime::builder().config(cfg).clock(clock.clone()).build()
+}
+
+/// A state file path in a new directory (removed when the `TempDir` is dropped), and a manual
+/// clock at `T0`.
+fn fresh() -> (tempfile::TempDir, PathBuf, Arc<ManualClock>) {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    (dir, state, ManualClock::shared(T0))
+}
+
+/// A runtime on the static slot of [`config`] with the state file `state`, no `not-before`.
+fn start_on(clock: &Arc<ManualClock>, state: &Path) -> cosid_core::Result<Runtime> {
+    start(clock, config(state, None))
 }
 
 fn unit_start(rt: &Runtime, id: u64) -> i64 {
@@ -32,10 +46,8 @@ fn unit_start(rt: &Runtime, id: u64) -> i64 {
 
 #[test]
 fn the_first_ceiling_is_written_before_the_first_id() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let clock = ManualClock::shared(T0);
-    let rt = start(&clock, config(&state, None)).unwrap();
+    let (_dir, state, clock) = fresh();
+    let rt = start_on(&clock, &state).unwrap();
     assert_eq!(
         cosid_core::static_slot::read_state(&state).unwrap(),
         Some(T0 + 10_000)
@@ -76,7 +88,7 @@ fn child(name: &str, state: &Path) -> String {
     stdout
 }
 
-fn child_state() -> std::path::PathBuf {
+fn child_state() -> PathBuf {
     std::env::var_os(CHILD_STATE)
         .expect("run only as a child of another test")
         .into()
@@ -88,7 +100,7 @@ fn child_state() -> std::path::PathBuf {
 #[ignore = "run as a child process"]
 fn static_crash_child() {
     let clock = ManualClock::shared(T0);
-    let rt = start(&clock, config(&child_state(), None)).unwrap();
+    let rt = start_on(&clock, &child_state()).unwrap();
     for _ in 0..100 {
         println!("COSID-ID {}", rt.next().unwrap());
         clock.advance(Duration::from_millis(3));
@@ -111,7 +123,7 @@ fn a_crash_then_a_clock_set_back_never_repeats_an_id() {
     assert_eq!(before.len(), 100);
     let clock = ManualClock::shared(T0);
     clock.step_back(Duration::from_secs(3600));
-    let rt2 = start(&clock, config(&state, None)).unwrap();
+    let rt2 = start_on(&clock, &state).unwrap();
     // The floor is the old ceiling, an hour and more ahead of the clock: nothing can be issued.
     let e = rt2.next().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::ClockBehind, "{e}");
@@ -127,7 +139,7 @@ fn a_crash_then_a_clock_set_back_never_repeats_an_id() {
 #[ignore = "run as a child process"]
 fn static_second_process_child() {
     let clock = ManualClock::shared(T0);
-    match start(&clock, config(&child_state(), None)) {
+    match start_on(&clock, &child_state()) {
         Ok(_) => println!("COSID-CHILD started"),
         Err(e) => println!("COSID-CHILD kind={} message={e}", e.kind()),
     }
@@ -138,10 +150,8 @@ fn static_second_process_child() {
 /// closed.
 #[test]
 fn a_second_process_on_one_state_file_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let clock = ManualClock::shared(T0);
-    let rt = start(&clock, config(&state, None)).unwrap();
+    let (_dir, state, clock) = fresh();
+    let rt = start_on(&clock, &state).unwrap();
     let out = child("static_second_process_child", &state);
     let line = out
         .lines()
@@ -161,30 +171,23 @@ fn a_second_process_on_one_state_file_is_refused() {
 /// A second runtime of the same process on the same state file is refused too.
 #[test]
 fn a_second_runtime_on_one_state_file_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let clock = ManualClock::shared(T0);
-    let rt = start(&clock, config(&state, None)).unwrap();
-    let e = start(&clock, config(&state, None)).unwrap_err();
+    let (_dir, state, clock) = fresh();
+    let rt = start_on(&clock, &state).unwrap();
+    let e = start_on(&clock, &state).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::StateFile, "{e}");
     assert!(e.message().contains(&state.display().to_string()), "{e}");
     assert!(e.message().contains("this process"), "{e}");
     rt.close().unwrap();
     // Closed: the file is free again.
-    start(&clock, config(&state, None))
-        .unwrap()
-        .close()
-        .unwrap();
+    start_on(&clock, &state).unwrap().close().unwrap();
 }
 
 /// A child forked (by any thread) while the runtime held the state file, and not yet exec'ed or
 /// exited, has a copy of the lock's descriptor: closing the runtime must still free the file.
 #[test]
 fn a_closed_state_file_is_free_while_a_forked_child_lives_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let clock = ManualClock::shared(T0);
-    let rt = start(&clock, config(&state, None)).unwrap();
+    let (_dir, state, clock) = fresh();
+    let rt = start_on(&clock, &state).unwrap();
     // SAFETY: the child only sleeps and exits; it calls nothing that takes a lock.
     let child = unsafe { libc::fork() };
     assert!(child >= 0, "fork failed");
@@ -196,7 +199,7 @@ fn a_closed_state_file_is_free_while_a_forked_child_lives_on() {
         };
     }
     rt.close().unwrap();
-    let again = start(&clock, config(&state, None));
+    let again = start_on(&clock, &state);
     // SAFETY: kill and waitpid on the child we forked.
     unsafe {
         libc::kill(child, libc::SIGKILL);
@@ -215,10 +218,7 @@ fn static_umask_child() {
     // SAFETY: umask only changes the process's file-creation mask.
     unsafe { libc::umask(0) };
     let clock = ManualClock::shared(T0);
-    start(&clock, config(&child_state(), None))
-        .unwrap()
-        .close()
-        .unwrap();
+    start_on(&clock, &child_state()).unwrap().close().unwrap();
     println!("COSID-CHILD done");
 }
 
@@ -239,10 +239,8 @@ fn state_files_are_private_whatever_the_umask() {
 
 #[test]
 fn the_background_writer_moves_the_ceiling_before_it_is_reached() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let clock = ManualClock::shared(T0);
-    let rt = start(&clock, config(&state, None)).unwrap();
+    let (_dir, state, clock) = fresh();
+    let rt = start_on(&clock, &state).unwrap();
     for _ in 0..30 {
         clock.advance(Duration::from_secs(1));
         // The keeper thread polls at least every 200 ms; give it time to write.
@@ -266,9 +264,7 @@ fn the_background_writer_moves_the_ceiling_before_it_is_reached() {
 
 #[test]
 fn a_corrupt_or_truncated_file_is_an_error_not_a_floor_of_zero() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let clock = ManualClock::shared(T0);
+    let (_dir, state, clock) = fresh();
     for bad in [
         "",
         "cosid-state 1 1800000000000",
@@ -276,13 +272,13 @@ fn a_corrupt_or_truncated_file_is_an_error_not_a_floor_of_zero() {
         "cosid-state 1 1800000000000 0000000000000000\n",
     ] {
         std::fs::write(&state, bad).unwrap();
-        let e = start(&clock, config(&state, None)).unwrap_err();
+        let e = start_on(&clock, &state).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::StateFile, "{bad:?}: {e}");
         assert!(e.message().contains(&state.display().to_string()), "{e}");
     }
     std::fs::write(&state, [0xff, 0xfe, 0x00]).unwrap();
     assert_eq!(
-        start(&clock, config(&state, None)).unwrap_err().kind(),
+        start_on(&clock, &state).unwrap_err().kind(),
         ErrorKind::StateFile
     );
 }
@@ -299,7 +295,7 @@ fn a_missing_file_starts_at_not_before_or_now() {
     rt.close().unwrap();
     // Without: the floor is now.
     let state = dir.path().join("b");
-    let rt = start(&clock, config(&state, None)).unwrap();
+    let rt = start_on(&clock, &state).unwrap();
     assert_eq!(rt.binding().floor, T0);
     rt.close().unwrap();
     // An existing file wins over an older not-before.
@@ -326,10 +322,8 @@ fn a_slot_outside_the_layout_is_refused() {
 /// file (the runtime's next write would undo the raise), done once it has stopped.
 #[test]
 fn migrate_raises_the_floor_only_while_no_runtime_holds_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let clock = ManualClock::shared(T0);
-    let rt = start(&clock, config(&state, None)).unwrap();
+    let (_dir, state, clock) = fresh();
+    let rt = start_on(&clock, &state).unwrap();
     rt.next().unwrap();
     let e = cosid_core::static_slot::raise_not_before(&state, T0 + 60_000).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::StateFile, "{e}");
@@ -342,7 +336,7 @@ fn migrate_raises_the_floor_only_while_no_runtime_holds_the_file() {
         Some(T0 + 60_000)
     );
     // A later start begins above it.
-    let rt = start(&clock, config(&state, None)).unwrap();
+    let rt = start_on(&clock, &state).unwrap();
     assert!(rt.binding().floor >= T0 + 60_000);
     rt.close().unwrap();
 }

@@ -87,12 +87,7 @@ pub fn renew(
     let held = is_held_by(rec, owner, fence);
     #[cfg(feature = "mutation-switches")]
     let held = mutation::renewal_held(held);
-    if !held {
-        return Err(Refusal::NotHolder {
-            owner: rec.owner.clone(),
-            fence: rec.fence,
-        });
-    }
+    holder_only(rec, held)?;
     let expires_at = rec.expires_at.max(now.saturating_add(terms.ttl_ms));
     let ceiling = rec
         .ceiling
@@ -109,6 +104,18 @@ pub fn renew(
     })
 }
 
+/// Renewing or releasing `rec` is for its holder only (`held`); anyone else is refused with the
+/// owner and fence the record has.
+fn holder_only(rec: &SlotRecord, held: bool) -> Result<(), Refusal> {
+    if held {
+        return Ok(());
+    }
+    Err(Refusal::NotHolder {
+        owner: rec.owner.clone(),
+        fence: rec.fence,
+    })
+}
+
 /// The record after `owner` releases the slot, having issued up to `last_issued` (the unit
 /// start of its last timestamp, `None` if it issued nothing). Hands the exact last issued
 /// timestamp to the next holder.
@@ -121,12 +128,7 @@ pub fn release(
     let held = is_held_by(rec, owner, fence);
     #[cfg(feature = "mutation-switches")]
     let held = mutation::release_held(held);
-    if !held {
-        return Err(Refusal::NotHolder {
-            owner: rec.owner.clone(),
-            fence: rec.fence,
-        });
-    }
+    holder_only(rec, held)?;
     let issued_up_to = last_issued.unwrap_or(rec.floor).min(rec.ceiling);
     let next_floor = rec.floor.max(issued_up_to);
     #[cfg(feature = "mutation-switches")]
@@ -259,6 +261,14 @@ mod tests {
         tolerance_ms: 1_000,
     };
 
+    /// Slot 0 free, its last holder having handed over `next_floor`.
+    fn vacant_above(next_floor: i64) -> SlotRecord {
+        SlotRecord {
+            next_floor,
+            ..SlotRecord::vacant(0)
+        }
+    }
+
     #[test]
     fn acquire_renew_release_follow_the_table() {
         let a = Owner::new("a:1");
@@ -290,16 +300,7 @@ mod tests {
     #[test]
     fn release_clamps_last_issued_into_the_window() {
         let a = Owner::new("a");
-        let r = acquire(
-            &SlotRecord {
-                next_floor: 500,
-                ..SlotRecord::vacant(0)
-            },
-            &a,
-            1_000,
-            TERMS,
-            0,
-        );
+        let r = acquire(&vacant_above(500), &a, 1_000, TERMS, 0);
         assert_eq!(release(&r, &a, r.fence, None).unwrap().next_floor, 500);
         assert_eq!(release(&r, &a, r.fence, Some(100)).unwrap().next_floor, 500);
         assert_eq!(
@@ -330,16 +331,7 @@ mod tests {
     fn floor_never_below_the_requested_minimum_and_ceiling_never_below_floor() {
         let a = Owner::new("a");
         // The store's clock is far behind the floor: the window is empty until renewals pass it.
-        let r = acquire(
-            &SlotRecord {
-                next_floor: 1_000_000,
-                ..SlotRecord::vacant(0)
-            },
-            &a,
-            0,
-            TERMS,
-            0,
-        );
+        let r = acquire(&vacant_above(1_000_000), &a, 0, TERMS, 0);
         assert_eq!((r.floor, r.ceiling), (1_000_000, 1_000_000));
         let r = acquire(&SlotRecord::vacant(0), &a, 0, TERMS, 77_777);
         assert_eq!(r.floor, 77_777);
