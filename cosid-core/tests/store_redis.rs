@@ -219,6 +219,14 @@ fn index_asks() -> Vec<CandidateAsk<'static>> {
     asks
 }
 
+/// A handle on the shared server, a raw connection to it, and a namespace of every kind of
+/// record (`conformance::plant_view_records`).
+fn planted(case: &str) -> (SharedStore, redis::Connection, String) {
+    let store = shared();
+    let ns = conformance::plant_view_records(&store, case);
+    (store, raw(&cosid_testkit::shared_redis_url()), ns)
+}
+
 fn rewrite(store: &SharedStore, ns: &str, slot: u32, change: impl Fn(&mut SlotRecord)) {
     let current = conformance::record(store, ns, slot);
     let mut next = current.value.clone();
@@ -235,10 +243,7 @@ fn rewrite(store: &SharedStore, ns: &str, slot: u32, change: impl Fn(&mut SlotRe
 /// no key at all, or new.
 #[test]
 fn the_index_follows_every_write_of_a_slot_record() {
-    let url = cosid_testkit::shared_redis_url();
-    let store = shared();
-    let mut con = raw(&url);
-    let ns = conformance::plant_view_records(&store, "index-follows");
+    let (store, mut con, ns) = planted("index-follows");
     let later = conformance::store_clock(&store, &ns) + 7_200_000;
     let changes: Vec<(u32, Box<dyn Fn(&mut SlotRecord)>)> = vec![
         (0, Box::new(|r| r.owner = None)),
@@ -299,10 +304,7 @@ fn the_index_follows_every_write_of_a_slot_record() {
 /// index from every record.
 #[test]
 fn a_namespace_without_its_index_is_scanned_then_indexed() {
-    let url = cosid_testkit::shared_redis_url();
-    let store = shared();
-    let mut con = raw(&url);
-    let ns = conformance::plant_view_records(&store, "index-rebuilt");
+    let (store, mut con, ns) = planted("index-rebuilt");
     let _: () = redis::cmd("DEL")
         .arg(format!("cosid:{{{ns}}}:held"))
         .arg(format!("cosid:{{{ns}}}:unheld"))
