@@ -324,3 +324,44 @@ fn a_namespace_without_its_index_is_scanned_then_indexed() {
         conformance::check_candidate_view(&store, &ns, &ask);
     }
 }
+
+/// A view that returns thousands of free records through the index (more than Lua unpacks in
+/// one call) returns every one of them.
+#[test]
+fn a_view_of_thousands_of_free_records_returns_them_all() {
+    const RELEASED: u32 = 9_000;
+    let store = shared();
+    let ns = conformance::unique_namespace("index-thousands");
+    conformance::client(&store, &ns, 14, conformance::LONG)
+        .open_namespace()
+        .unwrap();
+    // Written from 16 threads: the server's fsyncs are shared by what arrives together.
+    let (writer, namespace) = (store.clone(), ns.clone());
+    let written = cosid_testkit::race::at_once(16, move |i, go| {
+        go.wait();
+        for slot in (i as u32..RELEASED).step_by(16) {
+            let released = SlotRecord {
+                last_owner_key: Some("gone".into()),
+                fence: 1,
+                ..SlotRecord::vacant(slot)
+            };
+            assert!(writer.cas_slot(&namespace, None, &released)?.is_some());
+        }
+        Ok::<(), cosid_core::Error>(())
+    });
+    for w in written {
+        w.expect("the records are written");
+    }
+    let ask = CandidateAsk {
+        owner_key: Some("gone"),
+        preferred_slot: None,
+        free_min: RELEASED,
+        free_per_live: 0,
+    };
+    let view = store.candidates(&ns, &ask).unwrap();
+    assert!(view.live.is_empty());
+    assert_eq!(view.covered_below, RELEASED);
+    let mut slots: Vec<u32> = view.records.iter().map(|r| r.value.slot).collect();
+    slots.sort_unstable();
+    assert_eq!(slots, (0..RELEASED).collect::<Vec<_>>());
+}

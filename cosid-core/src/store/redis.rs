@@ -239,8 +239,10 @@ if covered > 0 then
   end
 end
 local whole = {}
-if #fields > 0 then
-  for _, v in ipairs(redis.call('HMGET', KEYS[1], unpack(fields))) do
+-- In batches: Lua's unpack refuses a few thousand values at once.
+for first = 1, #fields, 1000 do
+  local last = math.min(#fields, first + 999)
+  for _, v in ipairs(redis.call('HMGET', KEYS[1], unpack(fields, first, last))) do
     if v then whole[#whole + 1] = v end
   end
 end
