@@ -784,6 +784,9 @@ def main() -> int:
     ap.add_argument("--report", default=str(ROOT / "target/chaos/reliability.md"))
     ap.add_argument("--update-docs", default=None, metavar="DOC",
                     help="also write the table into DOC (docs/reliability.md) between chaos markers")
+    ap.add_argument("--section", default=None, metavar="NAME",
+                    help="the markers --update-docs writes between: chaos:NAME:start/end (default: short, "
+                         "or long with --minutes); e.g. long-replicated for a soak of some scenarios")
     ap.add_argument("--python", default=None,
                     help="a Python that imports the cosid wheel (default: target/py-venv-test/bin/python, "
                          "which scripts/test-python makes); without one, Python processes are left out")
@@ -914,7 +917,7 @@ def main() -> int:
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(body)
     if args.update_docs:
-        splice(Path(args.update_docs), mode, body)
+        splice(Path(args.update_docs), args.section or mode, body)
     passed = sum(r.ok for r in rows)
     failed = len(rows) - passed + (1 if ABORT.is_set() else 0)
     say(f"chaos: report in {report}; work dir {run.work}")
