@@ -854,12 +854,16 @@ fn tls_connector(mode: &str, rootcert: Option<&str>, name: &str) -> Result<MakeR
             .map_err(|e| Error::config(format!("store '{name}': TLS setup: {e}")))?;
             builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(ChainOnly { inner }))
+                .with_custom_certificate_verifier(Arc::new(NameUnchecked {
+                    chain: Some(inner),
+                    provider: provider(),
+                }))
                 .with_no_client_auth()
         }
         _ => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(EncryptOnly {
+            .with_custom_certificate_verifier(Arc::new(NameUnchecked {
+                chain: None,
                 provider: provider(),
             }))
             .with_no_client_auth(),
@@ -867,13 +871,19 @@ fn tls_connector(mode: &str, rootcert: Option<&str>, name: &str) -> Result<MakeR
     Ok(MakeRustlsConnect::new(config))
 }
 
-/// `verify-ca`: the chain must lead to a trusted root; the name in it is not checked.
+/// The certificate check of the `sslmode`s below `verify-full`, neither of which checks the
+/// name in the certificate: `verify-ca` (and `require` given an `sslrootcert`) checks that the
+/// chain leads to a trusted root; `require` without one (libpq's meaning) encrypts and checks
+/// nothing. One type for both, so that the handshake signatures, which both verify alike (with
+/// the provider's algorithms, as rustls's own verifier does), are written once.
 #[derive(Debug)]
-struct ChainOnly {
-    inner: Arc<rustls::client::WebPkiServerVerifier>,
+struct NameUnchecked {
+    /// The chain's verifier, `None` when the certificate is not checked at all.
+    chain: Option<Arc<rustls::client::WebPkiServerVerifier>>,
+    provider: Arc<CryptoProvider>,
 }
 
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for NameUnchecked {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -882,57 +892,16 @@ impl ServerCertVerifier for ChainOnly {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self
-            .inner
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
             Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
             | Err(rustls::Error::InvalidCertificate(
                 rustls::CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
             other => other,
         }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
-}
-
-/// `require` without `sslrootcert` (libpq's meaning): encrypted, the certificate not checked.
-#[derive(Debug)]
-struct EncryptOnly {
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServerCertVerifier for EncryptOnly {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
