@@ -104,6 +104,17 @@ impl IoRuntime {
         Error::store(self.scrub(&format!("store {}: {what}: {detail}", self.name)))
     }
 
+    /// The `Store` error of a SQL store (PostgreSQL, MySQL) that read a row it cannot make a
+    /// record of, `why` naming the column or the value: one wording for both, as they keep the
+    /// same tables.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    pub(crate) fn bad_row(&self, what: &str, why: &str) -> Error {
+        self.error(
+            what,
+            &format!("the database holds a row cosid cannot read ({why})"),
+        )
+    }
+
     /// Runs `fut` to completion on the store's IO thread, bounded by the operation timeout, and
     /// waits for it. `Err(Failure::TimedOut)` when the bound ran out.
     pub(crate) fn run<T, E, F>(&self, fut: F) -> Result<T, Failure<E>>

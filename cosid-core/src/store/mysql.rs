@@ -401,7 +401,7 @@ impl MysqlStore {
     fn rows(&self, what: &str, sql: fn(&Sql) -> &str, params: Vec<Value>) -> Result<Vec<Row>> {
         match self.run(what, sql, params, false)? {
             Answer::Rows(rows) => Ok(rows),
-            _ => Err(self.bad_row(what, "a read gave no rows")),
+            _ => Err(self.io.bad_row(what, "a read gave no rows")),
         }
     }
 
@@ -423,15 +423,8 @@ impl MysqlStore {
                      something else than cosid?"
                 ),
             )),
-            Answer::Rows(_) => Err(self.bad_row(what, "a write gave rows")),
+            Answer::Rows(_) => Err(self.io.bad_row(what, "a write gave rows")),
         }
-    }
-
-    fn bad_row(&self, what: &str, why: &str) -> Error {
-        self.io.error(
-            what,
-            &format!("the database holds a row cosid cannot read ({why})"),
-        )
     }
 
     /// The store's clock and the namespace record in the first row of a snapshot-shaped
@@ -443,8 +436,8 @@ impl MysqlStore {
     ) -> Result<(i64, Option<Versioned<NamespaceRecord>>)> {
         let first = rows
             .first()
-            .ok_or_else(|| self.bad_row(what, "the query returned no row"))?;
-        let bad = |col: &str| self.bad_row(what, &format!("namespace column {col}"));
+            .ok_or_else(|| self.io.bad_row(what, "the query returned no row"))?;
+        let bad = |col: &str| self.io.bad_row(what, &format!("namespace column {col}"));
         let num = |i: usize, col: &str| -> Result<i64> {
             int(first, i)
                 .ok()
@@ -462,7 +455,7 @@ impl MysqlStore {
                     num(4, "not_before_ms")?,
                     text(first, 5).map_err(|_| bad("layout"))?,
                 )
-                .map_err(|bad| self.bad_row(what, &bad))?;
+                .map_err(|bad| self.io.bad_row(what, &bad))?;
                 Some(Versioned {
                     value,
                     version: u64::try_from(version).map_err(|_| bad("version"))?,
@@ -474,7 +467,7 @@ impl MysqlStore {
 
     /// The slot record in `row` from column `at` on (`None` when the LEFT JOIN found none).
     fn slot_from(&self, what: &str, row: &Row, at: usize) -> Result<Option<Versioned<SlotRecord>>> {
-        let bad = |col: &str| self.bad_row(what, &format!("column {col}"));
+        let bad = |col: &str| self.io.bad_row(what, &format!("column {col}"));
         let Some(slot) = int(row, at).map_err(|_| bad("slot"))? else {
             return Ok(None);
         };
@@ -490,7 +483,7 @@ impl MysqlStore {
             }
             (None, None) => None,
             _ => {
-                return Err(self.bad_row(
+                return Err(self.io.bad_row(
                     what,
                     &format!("slot {slot} has an owner key without incarnation or the reverse"),
                 ))
@@ -967,12 +960,12 @@ impl SlotStore for MysqlStore {
         let rows = self.rows(what, |s| &s.read_slot, params)?;
         let row = rows
             .first()
-            .ok_or_else(|| self.bad_row(what, "the read returned no row"))?;
+            .ok_or_else(|| self.io.bad_row(what, "the read returned no row"))?;
         let now = int(row, 0)
             .ok()
             .flatten()
             .and_then(|v| i64::try_from(v).ok())
-            .ok_or_else(|| self.bad_row(what, "column now"))?;
+            .ok_or_else(|| self.io.bad_row(what, "column now"))?;
         Ok((now, self.slot_from(what, row, 1)?))
     }
 
@@ -1051,13 +1044,13 @@ impl SlotStore for MysqlStore {
         };
         let row = rows
             .first()
-            .ok_or_else(|| self.bad_row(what, "the server reports no Uptime"))?;
+            .ok_or_else(|| self.io.bad_row(what, "the server reports no Uptime"))?;
         int(row, 0)
             .ok()
             .flatten()
             .and_then(|ms| i64::try_from(ms).ok())
             .map(Some)
-            .ok_or_else(|| self.bad_row(what, "Uptime"))
+            .ok_or_else(|| self.io.bad_row(what, "Uptime"))
     }
 }
 

@@ -402,13 +402,6 @@ impl PostgresStore {
         }
     }
 
-    fn bad_row(&self, what: &str, why: &str) -> Error {
-        self.io.error(
-            what,
-            &format!("the database holds a row cosid cannot read ({why})"),
-        )
-    }
-
     /// The store's clock and the namespace record in the first row of a snapshot-shaped
     /// answer (the clock in column 0, the namespace in 1 to 4 and its layout in 15).
     fn namespace_from(
@@ -418,8 +411,8 @@ impl PostgresStore {
     ) -> Result<(i64, Option<Versioned<NamespaceRecord>>)> {
         let first = rows
             .first()
-            .ok_or_else(|| self.bad_row(what, "the query returned no row"))?;
-        let get_err = |e: tokio_postgres::Error| self.bad_row(what, &e.to_string());
+            .ok_or_else(|| self.io.bad_row(what, "the query returned no row"))?;
+        let get_err = |e: tokio_postgres::Error| self.io.bad_row(what, &e.to_string());
         let store_now: i64 = first.try_get(0).map_err(get_err)?;
         let ns_version: Option<i64> = first.try_get(1).map_err(get_err)?;
         let namespace_rec = match ns_version {
@@ -432,7 +425,7 @@ impl PostgresStore {
                     // Column 15, after the slot's.
                     first.try_get(15).map_err(get_err)?,
                 )
-                .map_err(|bad| self.bad_row(what, &bad))?;
+                .map_err(|bad| self.io.bad_row(what, &bad))?;
                 Some(Versioned {
                     value,
                     version: version as u64,
@@ -444,7 +437,7 @@ impl PostgresStore {
 
     /// The slot record in `row` from column `at` on (`None` when the LEFT JOIN found none).
     fn slot_from(&self, what: &str, row: &Row, at: usize) -> Result<Option<Versioned<SlotRecord>>> {
-        let get_err = |e: tokio_postgres::Error| self.bad_row(what, &e.to_string());
+        let get_err = |e: tokio_postgres::Error| self.io.bad_row(what, &e.to_string());
         let Some(slot) = row.try_get::<_, Option<i32>>(at).map_err(get_err)? else {
             return Ok(None);
         };
@@ -455,7 +448,7 @@ impl PostgresStore {
             (Some(key), Some(incarnation)) => Some(Owner { key, incarnation }),
             (None, None) => None,
             _ => {
-                return Err(self.bad_row(
+                return Err(self.io.bad_row(
                     what,
                     &format!("slot {slot} has an owner key without incarnation or the reverse"),
                 ))
@@ -464,11 +457,13 @@ impl PostgresStore {
         let fence: i64 = row.try_get(at + 5).map_err(get_err)?;
         let value = SlotRecord {
             slot: u32::try_from(slot)
-                .map_err(|_| self.bad_row(what, &format!("slot {slot} is negative")))?,
+                .map_err(|_| self.io.bad_row(what, &format!("slot {slot} is negative")))?,
             owner,
             last_owner_key: row.try_get(at + 4).map_err(get_err)?,
-            fence: u64::try_from(fence)
-                .map_err(|_| self.bad_row(what, &format!("slot {slot} has fence {fence}")))?,
+            fence: u64::try_from(fence).map_err(|_| {
+                self.io
+                    .bad_row(what, &format!("slot {slot} has fence {fence}"))
+            })?,
             expires_at: row.try_get(at + 6).map_err(get_err)?,
             floor: row.try_get(at + 7).map_err(get_err)?,
             ceiling: row.try_get(at + 8).map_err(get_err)?,
@@ -486,7 +481,7 @@ impl PostgresStore {
             Some(row) => {
                 let v: i64 = row
                     .try_get(0)
-                    .map_err(|e| self.bad_row(what, &e.to_string()))?;
+                    .map_err(|e| self.io.bad_row(what, &e.to_string()))?;
                 Ok(Some(v as u64))
             }
         }
@@ -978,7 +973,7 @@ impl SlotStore for PostgresStore {
             ],
         )?;
         let (store_now, namespace_rec) = self.namespace_from(what, &rows)?;
-        let get_err = |e: tokio_postgres::Error| self.bad_row(what, &e.to_string());
+        let get_err = |e: tokio_postgres::Error| self.io.bad_row(what, &e.to_string());
         let live: Option<String> = rows[0].try_get(16).map_err(get_err)?;
         let live = live
             .as_deref()
@@ -987,7 +982,7 @@ impl SlotStore for PostgresStore {
             .filter(|s| !s.is_empty())
             .map(|s| {
                 s.parse::<u32>()
-                    .map_err(|_| self.bad_row(what, &format!("live slot '{s}'")))
+                    .map_err(|_| self.io.bad_row(what, &format!("live slot '{s}'")))
             })
             .collect::<Result<Vec<u32>>>()?;
         let mut records = Vec::with_capacity(rows.len() - 1);
@@ -1042,10 +1037,10 @@ impl SlotStore for PostgresStore {
         let rows = self.query(what, |c| &c.read_slot, params![namespace.to_string(), slot])?;
         let row = rows
             .first()
-            .ok_or_else(|| self.bad_row(what, "the read returned no row"))?;
+            .ok_or_else(|| self.io.bad_row(what, "the read returned no row"))?;
         let now: i64 = row
             .try_get(0)
-            .map_err(|e| self.bad_row(what, &e.to_string()))?;
+            .map_err(|e| self.io.bad_row(what, &e.to_string()))?;
         Ok((now, self.slot_from(what, row, 1)?))
     }
 
@@ -1101,7 +1096,7 @@ impl SlotStore for PostgresStore {
         };
         let now: i64 = rows[0]
             .try_get(1)
-            .map_err(|e| self.bad_row(what, &e.to_string()))?;
+            .map_err(|e| self.io.bad_row(what, &e.to_string()))?;
         Ok(Some(Written {
             version,
             store_now: Some(now),
@@ -1116,9 +1111,9 @@ impl SlotStore for PostgresStore {
         let rows = self.query(what, |c| &c.started_at, params![])?;
         let started: i64 = rows
             .first()
-            .ok_or_else(|| self.bad_row(what, "no row"))?
+            .ok_or_else(|| self.io.bad_row(what, "no row"))?
             .try_get(0)
-            .map_err(|e| self.bad_row(what, &e.to_string()))?;
+            .map_err(|e| self.io.bad_row(what, &e.to_string()))?;
         Ok(Some(started))
     }
 }
