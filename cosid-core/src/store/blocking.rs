@@ -90,6 +90,23 @@ impl IoRuntime {
         self.timeout
     }
 
+    /// The `Debug` of the store `store` (its type name) that runs on this runtime: the redacted
+    /// URL, the one setting of its own that `own` names, and the timeout. Written once here so
+    /// that every network store shows the same fields, and only the redacted URL: never a
+    /// password, a connection or a client's state.
+    pub(crate) fn debug_store(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        store: &str,
+        own: (&str, &dyn fmt::Debug),
+    ) -> fmt::Result {
+        f.debug_struct(store)
+            .field("url", &self.name)
+            .field(own.0, own.1)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+
     /// `text` with every credential replaced by `***`.
     pub(crate) fn scrub(&self, text: &str) -> String {
         let mut out = text.to_string();

@@ -258,11 +258,8 @@ pub struct MysqlStore {
 
 impl fmt::Debug for MysqlStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MysqlStore")
-            .field("url", &self.io.name())
-            .field("ssl_mode", &self.ssl_mode)
-            .field("timeout", &self.io.timeout())
-            .finish_non_exhaustive()
+        self.io
+            .debug_store(f, "MysqlStore", ("ssl_mode", &self.ssl_mode))
     }
 }
 

@@ -216,11 +216,11 @@ pub struct PostgresStore {
 
 impl fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PostgresStore")
-            .field("url", &self.io.name())
-            .field("tls", &matches!(self.tls, Tls::Rustls(_)))
-            .field("timeout", &self.io.timeout())
-            .finish_non_exhaustive()
+        self.io.debug_store(
+            f,
+            "PostgresStore",
+            ("tls", &matches!(self.tls, Tls::Rustls(_))),
+        )
     }
 }
 
