@@ -85,7 +85,9 @@ impl IoRuntime {
         &self.name
     }
 
-    /// The bound on one operation.
+    /// The bound on one operation, for the stores that also bound waits of their own with it
+    /// (Redis, etcd).
+    #[cfg(any(feature = "redis", feature = "etcd"))]
     pub(crate) fn timeout(&self) -> Duration {
         self.timeout
     }
