@@ -35,7 +35,7 @@
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
 use super::{NamespaceSnapshot, SlotStore, StoreUrl, Written};
 use crate::error::{Error, ErrorKind, Result};
-use crate::lease::{NamespaceRecord, Owner, SlotRecord, Snapshot, Versioned};
+use crate::lease::{NamespaceRecord, Owner, SlotRecord, Versioned};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Opts, OptsBuilder, Row, SslOpts, Value};
 use std::fmt;
@@ -901,16 +901,8 @@ impl SlotStore for MysqlStore {
         let what = "reading a namespace snapshot";
         let ns = Value::Bytes(namespace.as_bytes().to_vec());
         let rows = self.rows(what, |s| &s.snapshot, vec![ns.clone(), ns])?;
-        let (store_now, namespace_rec) = self.namespace_from(what, &rows)?;
-        let mut slots = Vec::with_capacity(rows.len());
-        for row in &rows {
-            if let Some(rec) = self.slot_from(what, row, 6)? {
-                slots.push(rec);
-            }
-        }
-        Ok(NamespaceSnapshot {
-            namespace: namespace_rec,
-            slots: Snapshot { store_now, slots },
+        super::snapshot_of_rows(self.namespace_from(what, &rows)?, &rows, |row| {
+            self.slot_from(what, row, 6)
         })
     }
 

@@ -33,7 +33,7 @@
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
 use super::{CandidateAsk, CandidateView, NamespaceSnapshot, SlotStore, StoreUrl, Written};
 use crate::error::{Error, Result};
-use crate::lease::{NamespaceRecord, Owner, SlotRecord, Snapshot, Versioned};
+use crate::lease::{NamespaceRecord, Owner, SlotRecord, Versioned};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
@@ -947,16 +947,8 @@ impl SlotStore for PostgresStore {
     fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
         let what = "reading a namespace snapshot";
         let rows = self.query(what, |c| &c.snapshot, params![namespace.to_string()])?;
-        let (store_now, namespace_rec) = self.namespace_from(what, &rows)?;
-        let mut slots = Vec::with_capacity(rows.len());
-        for row in &rows {
-            if let Some(rec) = self.slot_from(what, row, 5)? {
-                slots.push(rec);
-            }
-        }
-        Ok(NamespaceSnapshot {
-            namespace: namespace_rec,
-            slots: Snapshot { store_now, slots },
+        super::snapshot_of_rows(self.namespace_from(what, &rows)?, &rows, |row| {
+            self.slot_from(what, row, 5)
         })
     }
 
