@@ -245,7 +245,9 @@ fn rewrite(store: &SharedStore, ns: &str, slot: u32, change: impl Fn(&mut SlotRe
 fn the_index_follows_every_write_of_a_slot_record() {
     let (store, mut con, ns) = planted("index-follows");
     let later = conformance::store_clock(&store, &ns) + 7_200_000;
-    let changes: Vec<(u32, Box<dyn Fn(&mut SlotRecord)>)> = vec![
+    /// What one write does to the record of a slot before writing it back.
+    type Change = Box<dyn Fn(&mut SlotRecord)>;
+    let changes: Vec<(u32, Change)> = vec![
         (0, Box::new(|r| r.owner = None)),
         (
             2,

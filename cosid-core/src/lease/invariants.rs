@@ -527,24 +527,42 @@ mod tests {
         assert_eq!((c.steps(), c.ids()), (t.len(), 4));
     }
 
+    /// Two holders' grants on one slot that overlap, each caught at its third grant with the
+    /// message saying how. No id is issued at all, so only this invariant can see them: the
+    /// other three pass, and `check_all` reports this one violation.
     #[test]
-    fn disjoint_windows_catches_a_floor_below_an_earlier_renewed_ceiling() {
-        // B's floor is A's first ceiling, not its renewed one: the renew-keeps-next-floor bug.
-        // No id is issued at all, so only this invariant can see it.
+    fn disjoint_windows_catches_overlapping_grants() {
         let (a, b) = (holder(0, 1, 1), holder(0, 2, 2));
-        let t = [
-            granted(a, 0, 1000),
-            granted(a, 0, 1800),
-            granted(b, 1000, 3000),
+        let cases = [
+            // B's floor is A's first ceiling, not its renewed one: the renew-keeps-next-floor
+            // bug.
+            (
+                [
+                    granted(a, 0, 1000),
+                    granted(a, 0, 1800),
+                    granted(b, 1000, 3000),
+                ],
+                "starts below 1800",
+            ),
+            // A's renewal is accepted after B took over: A may now issue inside B's window.
+            (
+                [
+                    granted(a, 0, 1000),
+                    granted(b, 1000, 2000),
+                    granted(a, 0, 1500),
+                ],
+                "reaches above the floor 1000",
+            ),
         ];
-        let v = disjoint_windows(&t).unwrap_err();
-        assert_eq!((v.invariant, v.at), (Invariant::DisjointWindows, 2));
-        assert!(v.message.contains("starts below 1800"), "{v}");
-        assert_eq!(check_all(&t).unwrap_err(), v);
-        // The other three have nothing to say about it.
-        assert_eq!(one_holder_per_unit(&t), Ok(()));
-        assert_eq!(ids_in_windows(&t), Ok(()));
-        assert_eq!(no_id_twice(&t), Ok(()));
+        for (t, says) in cases {
+            let v = disjoint_windows(&t).unwrap_err();
+            assert_eq!((v.invariant, v.at), (Invariant::DisjointWindows, 2));
+            assert!(v.message.contains(says), "{v}");
+            assert_eq!(check_all(&t).unwrap_err(), v);
+            assert_eq!(one_holder_per_unit(&t), Ok(()));
+            assert_eq!(ids_in_windows(&t), Ok(()));
+            assert_eq!(no_id_twice(&t), Ok(()));
+        }
     }
 
     #[test]
@@ -575,20 +593,6 @@ mod tests {
             disjoint_windows(&[granted(a, 100, 1000), released(None), granted(b, 100, 2000)]),
             Ok(())
         );
-    }
-
-    #[test]
-    fn disjoint_windows_catches_an_earlier_holder_renewed_into_a_later_window() {
-        // A's renewal is accepted after B took over: A may now issue inside B's window.
-        let (a, b) = (holder(0, 1, 1), holder(0, 2, 2));
-        let t = [
-            granted(a, 0, 1000),
-            granted(b, 1000, 2000),
-            granted(a, 0, 1500),
-        ];
-        let v = disjoint_windows(&t).unwrap_err();
-        assert_eq!(v.at, 2);
-        assert!(v.message.contains("reaches above the floor 1000"), "{v}");
     }
 
     #[test]

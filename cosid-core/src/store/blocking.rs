@@ -85,9 +85,28 @@ impl IoRuntime {
         &self.name
     }
 
-    /// The bound on one operation.
+    /// The bound on one operation, for the stores that also bound waits of their own with it
+    /// (Redis, etcd).
+    #[cfg(any(feature = "redis", feature = "etcd"))]
     pub(crate) fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// The `Debug` of the store `store` (its type name) that runs on this runtime: the redacted
+    /// URL, the one setting of its own that `own` names, and the timeout. Written once here so
+    /// that every network store shows the same fields, and only the redacted URL: never a
+    /// password, a connection or a client's state.
+    pub(crate) fn debug_store(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        store: &str,
+        own: (&str, &dyn fmt::Debug),
+    ) -> fmt::Result {
+        f.debug_struct(store)
+            .field("url", &self.name)
+            .field(own.0, own.1)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
     }
 
     /// `text` with every credential replaced by `***`.
@@ -102,6 +121,17 @@ impl IoRuntime {
     /// A `Store` error: "store NAME: WHAT: DETAIL", credentials scrubbed.
     pub(crate) fn error(&self, what: &str, detail: &dyn fmt::Display) -> Error {
         Error::store(self.scrub(&format!("store {}: {what}: {detail}", self.name)))
+    }
+
+    /// The `Store` error of a SQL store (PostgreSQL, MySQL) that read a row it cannot make a
+    /// record of, `why` naming the column or the value: one wording for both, as they keep the
+    /// same tables.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    pub(crate) fn bad_row(&self, what: &str, why: &str) -> Error {
+        self.error(
+            what,
+            &format!("the database holds a row cosid cannot read ({why})"),
+        )
     }
 
     /// Runs `fut` to completion on the store's IO thread, bounded by the operation timeout, and

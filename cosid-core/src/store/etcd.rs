@@ -94,11 +94,8 @@ struct Cached {
 
 impl fmt::Debug for EtcdStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EtcdStore")
-            .field("url", &self.io.name())
-            .field("endpoints", &self.endpoints)
-            .field("timeout", &self.io.timeout())
-            .finish_non_exhaustive()
+        self.io
+            .debug_store(f, "EtcdStore", ("endpoints", &self.endpoints))
     }
 }
 

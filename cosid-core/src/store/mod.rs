@@ -204,6 +204,27 @@ fn namespace_from_columns(
     })
 }
 
+/// A namespace snapshot from the rows of a SQL store's snapshot query: the store's clock and
+/// the namespace record (`head`, read from the first row), and the slot record, if any, that
+/// each row carries, read by `slot_of`. PostgreSQL and MySQL share it: their queries differ
+/// only in the column a row's slot record starts at.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn snapshot_of_rows<R>(
+    head: (i64, Option<Versioned<NamespaceRecord>>),
+    rows: &[R],
+    slot_of: impl Fn(&R) -> Result<Option<Versioned<SlotRecord>>>,
+) -> Result<NamespaceSnapshot> {
+    let (store_now, namespace) = head;
+    let mut slots = Vec::with_capacity(rows.len());
+    for row in rows {
+        slots.extend(slot_of(row)?);
+    }
+    Ok(NamespaceSnapshot {
+        namespace,
+        slots: Snapshot { store_now, slots },
+    })
+}
+
 /// A shared store.
 pub type SharedStore = Arc<dyn SlotStore>;
 

@@ -35,7 +35,7 @@
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
 use super::{NamespaceSnapshot, SlotStore, StoreUrl, Written};
 use crate::error::{Error, ErrorKind, Result};
-use crate::lease::{NamespaceRecord, Owner, SlotRecord, Snapshot, Versioned};
+use crate::lease::{NamespaceRecord, Owner, SlotRecord, Versioned};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Opts, OptsBuilder, Row, SslOpts, Value};
 use std::fmt;
@@ -258,11 +258,8 @@ pub struct MysqlStore {
 
 impl fmt::Debug for MysqlStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MysqlStore")
-            .field("url", &self.io.name())
-            .field("ssl_mode", &self.ssl_mode)
-            .field("timeout", &self.io.timeout())
-            .finish_non_exhaustive()
+        self.io
+            .debug_store(f, "MysqlStore", ("ssl_mode", &self.ssl_mode))
     }
 }
 
@@ -401,7 +398,7 @@ impl MysqlStore {
     fn rows(&self, what: &str, sql: fn(&Sql) -> &str, params: Vec<Value>) -> Result<Vec<Row>> {
         match self.run(what, sql, params, false)? {
             Answer::Rows(rows) => Ok(rows),
-            _ => Err(self.bad_row(what, "a read gave no rows")),
+            _ => Err(self.io.bad_row(what, "a read gave no rows")),
         }
     }
 
@@ -423,15 +420,8 @@ impl MysqlStore {
                      something else than cosid?"
                 ),
             )),
-            Answer::Rows(_) => Err(self.bad_row(what, "a write gave rows")),
+            Answer::Rows(_) => Err(self.io.bad_row(what, "a write gave rows")),
         }
-    }
-
-    fn bad_row(&self, what: &str, why: &str) -> Error {
-        self.io.error(
-            what,
-            &format!("the database holds a row cosid cannot read ({why})"),
-        )
     }
 
     /// The store's clock and the namespace record in the first row of a snapshot-shaped
@@ -443,8 +433,8 @@ impl MysqlStore {
     ) -> Result<(i64, Option<Versioned<NamespaceRecord>>)> {
         let first = rows
             .first()
-            .ok_or_else(|| self.bad_row(what, "the query returned no row"))?;
-        let bad = |col: &str| self.bad_row(what, &format!("namespace column {col}"));
+            .ok_or_else(|| self.io.bad_row(what, "the query returned no row"))?;
+        let bad = |col: &str| self.io.bad_row(what, &format!("namespace column {col}"));
         let num = |i: usize, col: &str| -> Result<i64> {
             int(first, i)
                 .ok()
@@ -462,7 +452,7 @@ impl MysqlStore {
                     num(4, "not_before_ms")?,
                     text(first, 5).map_err(|_| bad("layout"))?,
                 )
-                .map_err(|bad| self.bad_row(what, &bad))?;
+                .map_err(|bad| self.io.bad_row(what, &bad))?;
                 Some(Versioned {
                     value,
                     version: u64::try_from(version).map_err(|_| bad("version"))?,
@@ -474,7 +464,7 @@ impl MysqlStore {
 
     /// The slot record in `row` from column `at` on (`None` when the LEFT JOIN found none).
     fn slot_from(&self, what: &str, row: &Row, at: usize) -> Result<Option<Versioned<SlotRecord>>> {
-        let bad = |col: &str| self.bad_row(what, &format!("column {col}"));
+        let bad = |col: &str| self.io.bad_row(what, &format!("column {col}"));
         let Some(slot) = int(row, at).map_err(|_| bad("slot"))? else {
             return Ok(None);
         };
@@ -490,7 +480,7 @@ impl MysqlStore {
             }
             (None, None) => None,
             _ => {
-                return Err(self.bad_row(
+                return Err(self.io.bad_row(
                     what,
                     &format!("slot {slot} has an owner key without incarnation or the reverse"),
                 ))
@@ -911,16 +901,8 @@ impl SlotStore for MysqlStore {
         let what = "reading a namespace snapshot";
         let ns = Value::Bytes(namespace.as_bytes().to_vec());
         let rows = self.rows(what, |s| &s.snapshot, vec![ns.clone(), ns])?;
-        let (store_now, namespace_rec) = self.namespace_from(what, &rows)?;
-        let mut slots = Vec::with_capacity(rows.len());
-        for row in &rows {
-            if let Some(rec) = self.slot_from(what, row, 6)? {
-                slots.push(rec);
-            }
-        }
-        Ok(NamespaceSnapshot {
-            namespace: namespace_rec,
-            slots: Snapshot { store_now, slots },
+        super::snapshot_of_rows(self.namespace_from(what, &rows)?, &rows, |row| {
+            self.slot_from(what, row, 6)
         })
     }
 
@@ -967,12 +949,12 @@ impl SlotStore for MysqlStore {
         let rows = self.rows(what, |s| &s.read_slot, params)?;
         let row = rows
             .first()
-            .ok_or_else(|| self.bad_row(what, "the read returned no row"))?;
+            .ok_or_else(|| self.io.bad_row(what, "the read returned no row"))?;
         let now = int(row, 0)
             .ok()
             .flatten()
             .and_then(|v| i64::try_from(v).ok())
-            .ok_or_else(|| self.bad_row(what, "column now"))?;
+            .ok_or_else(|| self.io.bad_row(what, "column now"))?;
         Ok((now, self.slot_from(what, row, 1)?))
     }
 
@@ -1051,13 +1033,13 @@ impl SlotStore for MysqlStore {
         };
         let row = rows
             .first()
-            .ok_or_else(|| self.bad_row(what, "the server reports no Uptime"))?;
+            .ok_or_else(|| self.io.bad_row(what, "the server reports no Uptime"))?;
         int(row, 0)
             .ok()
             .flatten()
             .and_then(|ms| i64::try_from(ms).ok())
             .map(Some)
-            .ok_or_else(|| self.bad_row(what, "Uptime"))
+            .ok_or_else(|| self.io.bad_row(what, "Uptime"))
     }
 }
 

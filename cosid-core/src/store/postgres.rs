@@ -33,7 +33,7 @@
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
 use super::{CandidateAsk, CandidateView, NamespaceSnapshot, SlotStore, StoreUrl, Written};
 use crate::error::{Error, Result};
-use crate::lease::{NamespaceRecord, Owner, SlotRecord, Snapshot, Versioned};
+use crate::lease::{NamespaceRecord, Owner, SlotRecord, Versioned};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
@@ -216,11 +216,11 @@ pub struct PostgresStore {
 
 impl fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PostgresStore")
-            .field("url", &self.io.name())
-            .field("tls", &matches!(self.tls, Tls::Rustls(_)))
-            .field("timeout", &self.io.timeout())
-            .finish_non_exhaustive()
+        self.io.debug_store(
+            f,
+            "PostgresStore",
+            ("tls", &matches!(self.tls, Tls::Rustls(_))),
+        )
     }
 }
 
@@ -402,13 +402,6 @@ impl PostgresStore {
         }
     }
 
-    fn bad_row(&self, what: &str, why: &str) -> Error {
-        self.io.error(
-            what,
-            &format!("the database holds a row cosid cannot read ({why})"),
-        )
-    }
-
     /// The store's clock and the namespace record in the first row of a snapshot-shaped
     /// answer (the clock in column 0, the namespace in 1 to 4 and its layout in 15).
     fn namespace_from(
@@ -418,8 +411,8 @@ impl PostgresStore {
     ) -> Result<(i64, Option<Versioned<NamespaceRecord>>)> {
         let first = rows
             .first()
-            .ok_or_else(|| self.bad_row(what, "the query returned no row"))?;
-        let get_err = |e: tokio_postgres::Error| self.bad_row(what, &e.to_string());
+            .ok_or_else(|| self.io.bad_row(what, "the query returned no row"))?;
+        let get_err = |e: tokio_postgres::Error| self.io.bad_row(what, &e.to_string());
         let store_now: i64 = first.try_get(0).map_err(get_err)?;
         let ns_version: Option<i64> = first.try_get(1).map_err(get_err)?;
         let namespace_rec = match ns_version {
@@ -432,7 +425,7 @@ impl PostgresStore {
                     // Column 15, after the slot's.
                     first.try_get(15).map_err(get_err)?,
                 )
-                .map_err(|bad| self.bad_row(what, &bad))?;
+                .map_err(|bad| self.io.bad_row(what, &bad))?;
                 Some(Versioned {
                     value,
                     version: version as u64,
@@ -444,7 +437,7 @@ impl PostgresStore {
 
     /// The slot record in `row` from column `at` on (`None` when the LEFT JOIN found none).
     fn slot_from(&self, what: &str, row: &Row, at: usize) -> Result<Option<Versioned<SlotRecord>>> {
-        let get_err = |e: tokio_postgres::Error| self.bad_row(what, &e.to_string());
+        let get_err = |e: tokio_postgres::Error| self.io.bad_row(what, &e.to_string());
         let Some(slot) = row.try_get::<_, Option<i32>>(at).map_err(get_err)? else {
             return Ok(None);
         };
@@ -455,7 +448,7 @@ impl PostgresStore {
             (Some(key), Some(incarnation)) => Some(Owner { key, incarnation }),
             (None, None) => None,
             _ => {
-                return Err(self.bad_row(
+                return Err(self.io.bad_row(
                     what,
                     &format!("slot {slot} has an owner key without incarnation or the reverse"),
                 ))
@@ -464,11 +457,13 @@ impl PostgresStore {
         let fence: i64 = row.try_get(at + 5).map_err(get_err)?;
         let value = SlotRecord {
             slot: u32::try_from(slot)
-                .map_err(|_| self.bad_row(what, &format!("slot {slot} is negative")))?,
+                .map_err(|_| self.io.bad_row(what, &format!("slot {slot} is negative")))?,
             owner,
             last_owner_key: row.try_get(at + 4).map_err(get_err)?,
-            fence: u64::try_from(fence)
-                .map_err(|_| self.bad_row(what, &format!("slot {slot} has fence {fence}")))?,
+            fence: u64::try_from(fence).map_err(|_| {
+                self.io
+                    .bad_row(what, &format!("slot {slot} has fence {fence}"))
+            })?,
             expires_at: row.try_get(at + 6).map_err(get_err)?,
             floor: row.try_get(at + 7).map_err(get_err)?,
             ceiling: row.try_get(at + 8).map_err(get_err)?,
@@ -486,7 +481,7 @@ impl PostgresStore {
             Some(row) => {
                 let v: i64 = row
                     .try_get(0)
-                    .map_err(|e| self.bad_row(what, &e.to_string()))?;
+                    .map_err(|e| self.io.bad_row(what, &e.to_string()))?;
                 Ok(Some(v as u64))
             }
         }
@@ -854,12 +849,16 @@ fn tls_connector(mode: &str, rootcert: Option<&str>, name: &str) -> Result<MakeR
             .map_err(|e| Error::config(format!("store '{name}': TLS setup: {e}")))?;
             builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(ChainOnly { inner }))
+                .with_custom_certificate_verifier(Arc::new(NameUnchecked {
+                    chain: Some(inner),
+                    provider: provider(),
+                }))
                 .with_no_client_auth()
         }
         _ => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(EncryptOnly {
+            .with_custom_certificate_verifier(Arc::new(NameUnchecked {
+                chain: None,
                 provider: provider(),
             }))
             .with_no_client_auth(),
@@ -867,13 +866,19 @@ fn tls_connector(mode: &str, rootcert: Option<&str>, name: &str) -> Result<MakeR
     Ok(MakeRustlsConnect::new(config))
 }
 
-/// `verify-ca`: the chain must lead to a trusted root; the name in it is not checked.
+/// The certificate check of the `sslmode`s below `verify-full`, neither of which checks the
+/// name in the certificate: `verify-ca` (and `require` given an `sslrootcert`) checks that the
+/// chain leads to a trusted root; `require` without one (libpq's meaning) encrypts and checks
+/// nothing. One type for both, so that the handshake signatures, which both verify alike (with
+/// the provider's algorithms, as rustls's own verifier does), are written once.
 #[derive(Debug)]
-struct ChainOnly {
-    inner: Arc<rustls::client::WebPkiServerVerifier>,
+struct NameUnchecked {
+    /// The chain's verifier, `None` when the certificate is not checked at all.
+    chain: Option<Arc<rustls::client::WebPkiServerVerifier>>,
+    provider: Arc<CryptoProvider>,
 }
 
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for NameUnchecked {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -882,57 +887,16 @@ impl ServerCertVerifier for ChainOnly {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self
-            .inner
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
             Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
             | Err(rustls::Error::InvalidCertificate(
                 rustls::CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
             other => other,
         }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
-}
-
-/// `require` without `sslrootcert` (libpq's meaning): encrypted, the certificate not checked.
-#[derive(Debug)]
-struct EncryptOnly {
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServerCertVerifier for EncryptOnly {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
@@ -983,16 +947,8 @@ impl SlotStore for PostgresStore {
     fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
         let what = "reading a namespace snapshot";
         let rows = self.query(what, |c| &c.snapshot, params![namespace.to_string()])?;
-        let (store_now, namespace_rec) = self.namespace_from(what, &rows)?;
-        let mut slots = Vec::with_capacity(rows.len());
-        for row in &rows {
-            if let Some(rec) = self.slot_from(what, row, 5)? {
-                slots.push(rec);
-            }
-        }
-        Ok(NamespaceSnapshot {
-            namespace: namespace_rec,
-            slots: Snapshot { store_now, slots },
+        super::snapshot_of_rows(self.namespace_from(what, &rows)?, &rows, |row| {
+            self.slot_from(what, row, 5)
         })
     }
 
@@ -1009,7 +965,7 @@ impl SlotStore for PostgresStore {
             ],
         )?;
         let (store_now, namespace_rec) = self.namespace_from(what, &rows)?;
-        let get_err = |e: tokio_postgres::Error| self.bad_row(what, &e.to_string());
+        let get_err = |e: tokio_postgres::Error| self.io.bad_row(what, &e.to_string());
         let live: Option<String> = rows[0].try_get(16).map_err(get_err)?;
         let live = live
             .as_deref()
@@ -1018,7 +974,7 @@ impl SlotStore for PostgresStore {
             .filter(|s| !s.is_empty())
             .map(|s| {
                 s.parse::<u32>()
-                    .map_err(|_| self.bad_row(what, &format!("live slot '{s}'")))
+                    .map_err(|_| self.io.bad_row(what, &format!("live slot '{s}'")))
             })
             .collect::<Result<Vec<u32>>>()?;
         let mut records = Vec::with_capacity(rows.len() - 1);
@@ -1073,10 +1029,10 @@ impl SlotStore for PostgresStore {
         let rows = self.query(what, |c| &c.read_slot, params![namespace.to_string(), slot])?;
         let row = rows
             .first()
-            .ok_or_else(|| self.bad_row(what, "the read returned no row"))?;
+            .ok_or_else(|| self.io.bad_row(what, "the read returned no row"))?;
         let now: i64 = row
             .try_get(0)
-            .map_err(|e| self.bad_row(what, &e.to_string()))?;
+            .map_err(|e| self.io.bad_row(what, &e.to_string()))?;
         Ok((now, self.slot_from(what, row, 1)?))
     }
 
@@ -1132,7 +1088,7 @@ impl SlotStore for PostgresStore {
         };
         let now: i64 = rows[0]
             .try_get(1)
-            .map_err(|e| self.bad_row(what, &e.to_string()))?;
+            .map_err(|e| self.io.bad_row(what, &e.to_string()))?;
         Ok(Some(Written {
             version,
             store_now: Some(now),
@@ -1147,9 +1103,9 @@ impl SlotStore for PostgresStore {
         let rows = self.query(what, |c| &c.started_at, params![])?;
         let started: i64 = rows
             .first()
-            .ok_or_else(|| self.bad_row(what, "no row"))?
+            .ok_or_else(|| self.io.bad_row(what, "no row"))?
             .try_get(0)
-            .map_err(|e| self.bad_row(what, &e.to_string()))?;
+            .map_err(|e| self.io.bad_row(what, &e.to_string()))?;
         Ok(Some(started))
     }
 }

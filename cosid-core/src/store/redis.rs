@@ -342,11 +342,8 @@ enum Target {
 
 impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RedisStore")
-            .field("url", &self.io.name())
-            .field("timeout", &self.io.timeout())
-            .field("replicas", &self.shared.replicas)
-            .finish_non_exhaustive()
+        self.io
+            .debug_store(f, "RedisStore", ("replicas", &self.shared.replicas))
     }
 }
 
