@@ -227,7 +227,8 @@ fn percent_encode(s: &str, out: &mut String) {
     crate::percent::encode(s, kept_in_records, out)
 }
 
-/// An owner key as a record line spells it (for a store that looks for it on its side).
+/// An owner key as a record line spells it (for a store that looks for it on its side: Redis).
+#[cfg(feature = "redis")]
 pub(crate) fn encode_key(key: &str) -> String {
     let mut out = String::with_capacity(key.len());
     percent_encode(key, &mut out);
