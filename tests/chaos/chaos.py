@@ -745,7 +745,14 @@ def write_report(args, rows: list[Row], mode: str, elapsed: float, cmdline: str,
     unsafe = [r for r in rows if getattr(r, "unsafe", False)]
     shown = ""
     if unsafe:
-        found = ", ".join(f"{r.duplicates} in {r.scenario} on {r.store}" for r in unsafe)
+        # One entry per scenario and store (the long form runs each many times), runs summed.
+        lost: dict[tuple[str, str], list[int]] = {}
+        for r in unsafe:
+            entry = lost.setdefault((r.scenario, r.store), [0, 0])
+            entry[0] += r.duplicates
+            entry[1] += 1
+        found = ", ".join(f"{d} in {s} on {st}" + (f" ({n} runs)" if n > 1 else "")
+                          for (s, st), (d, n) in lost.items())
         shown = (f" The setups that do not keep the guarantee, run to show what they lose "
                  f"(duplicates reported, not failed): {found}.")
     head = (f"Run {stamp}, {elapsed / 60:.1f} minutes, command:\n\n    {cmdline}\n\n"
