@@ -872,6 +872,15 @@ impl RedisStore {
         format!("store {} key '{key}'", self.io.name())
     }
 
+    /// The `N` items of a script's array reply, or the error naming a reply of another shape.
+    fn items<'v, const N: usize>(&self, what: &str, reply: &'v Value) -> Result<&'v [Value; N]> {
+        match reply {
+            Value::Array(items) => items.as_slice().try_into().ok(),
+            _ => None,
+        }
+        .ok_or_else(|| self.malformed(what, reply))
+    }
+
     fn malformed(&self, what: &str, value: &Value) -> Error {
         let mut shown = format!("{value:?}");
         if shown.len() > 200 {
@@ -1137,12 +1146,7 @@ impl SlotStore for RedisStore {
             vec![k.ns.clone(), k.slots.clone()],
             vec![],
         )?;
-        let Value::Array(parts) = &reply else {
-            return Err(self.malformed(what, &reply));
-        };
-        let [sec, usec, ns, slots] = parts.as_slice() else {
-            return Err(self.malformed(what, &reply));
-        };
+        let [sec, usec, ns, slots] = self.items::<4>(what, &reply)?;
         Ok(NamespaceSnapshot {
             namespace: self.namespace_value(what, &k, ns)?,
             slots: Snapshot {
@@ -1174,12 +1178,7 @@ impl SlotStore for RedisStore {
                 ask.free_per_live.to_string(),
             ],
         )?;
-        let Value::Array(parts) = &reply else {
-            return Err(self.malformed(what, &reply));
-        };
-        let [sec, usec, ns, live, covered, whole] = parts.as_slice() else {
-            return Err(self.malformed(what, &reply));
-        };
+        let [sec, usec, ns, live, covered, whole] = self.items::<6>(what, &reply)?;
         let number = |v: &Value| -> Option<String> {
             match v {
                 Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
@@ -1241,12 +1240,7 @@ impl SlotStore for RedisStore {
             vec![k.slots.clone()],
             vec![slot.to_string()],
         )?;
-        let Value::Array(parts) = &reply else {
-            return Err(self.malformed(what, &reply));
-        };
-        let [sec, usec, value] = parts.as_slice() else {
-            return Err(self.malformed(what, &reply));
-        };
+        let [sec, usec, value] = self.items::<3>(what, &reply)?;
         let now = self.store_now(what, sec, usec)?;
         match value {
             Value::Nil => Ok((now, None)),
@@ -1292,12 +1286,7 @@ impl SlotStore for RedisStore {
                 codec::encode_slot(record),
             ],
         )?;
-        let Value::Array(parts) = &reply else {
-            return Err(self.malformed(what, &reply));
-        };
-        let [version, sec, usec] = parts.as_slice() else {
-            return Err(self.malformed(what, &reply));
-        };
+        let [version, sec, usec] = self.items::<3>(what, &reply)?;
         let store_now = self.store_now(what, sec, usec)?;
         Ok(version_reply(version)
             .ok_or_else(|| self.malformed(what, &reply))?
@@ -1314,12 +1303,7 @@ impl SlotStore for RedisStore {
         let what = "reading when the server started";
         let k = keys(namespace);
         let reply = self.call(what, |s| &s.started_at, false, vec![k.slots], vec![])?;
-        let Value::Array(parts) = &reply else {
-            return Err(self.malformed(what, &reply));
-        };
-        let [sec, usec, uptime] = parts.as_slice() else {
-            return Err(self.malformed(what, &reply));
-        };
+        let [sec, usec, uptime] = self.items::<3>(what, &reply)?;
         let now = self.store_now(what, sec, usec)?;
         let uptime_s = bulk_i64(uptime).ok_or_else(|| self.malformed(what, uptime))?;
         // Redis counts the uptime in whole seconds of its cached clock, from its start rounded
