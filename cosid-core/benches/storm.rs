@@ -10,14 +10,17 @@
 //! unchanged). The servers are the throwaway ones `cosid-testkit` starts, as in the stores
 //! bench.
 //!
-//! Each store runs twice: as it is (acquisitions read the store's candidate view, filtered on
-//! its side where the store can), and with every candidate view answered by a whole snapshot
-//! (what acquisitions read before the views were filtered), side by side in one run.
+//! Each store runs as it is (acquisitions read the store's candidate view, filtered on its side
+//! where the store can, and offer several slots in one compare-and-set call), and as earlier
+//! builds did, side by side in one run: with every candidate view answered by a whole snapshot
+//! (before the views were filtered), and with only the first slot of each call tried (before
+//! an acquisition offered several: a lost race read the namespace again).
 //!
 //! `cargo bench -p cosid-core --features redis,postgres,etcd,mysql --bench storm`
 //! (`COSID_BENCH_STORES=memory,sqlite,redis` for some stores, `COSID_STORM_SIZES=64,256` for
 //! some sizes, `COSID_STORM_RUNS=3` runs per size, the median time reported,
-//! `COSID_STORM_READS=view` or `snapshot` for one of the two reads).
+//! `COSID_STORM_READS=view` or `snapshot` for one of the two reads, `COSID_STORM_OFFERS=all` or
+//! `first` for one of the two offers).
 
 use cosid_core::lease::{KeeperConfig, LeaseClient, LeaseKeeper, Owner};
 use cosid_core::store::{self, SharedStore};
@@ -77,19 +80,28 @@ fn targets() -> Vec<Target> {
     out
 }
 
+/// How the starters of one storm act: as this build does, or as an earlier one did.
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    /// Every candidate view answered by a whole snapshot.
+    whole: bool,
+    /// Only the first slot of each compare-and-set call tried.
+    first_only: bool,
+}
+
+/// What [`Counting::take`] counts for one starter: store calls, compare-and-set calls, slots
+/// tried.
+type Counts = (u64, u64, u64);
+
 /// One storm: `n` starters at once on a new namespace. The time until the last holds a slot,
-/// and each starter's (round trips, compare-and-set attempts).
-fn storm(handles: &[SharedStore], n: usize, whole: bool) -> (Duration, Vec<(u64, u64)>) {
+/// and each starter's [`Counts`].
+fn storm(handles: &[SharedStore], n: usize, mode: Mode) -> (Duration, Vec<Counts>) {
     let ns = format!("storm-{n}-{}", uuid::Uuid::new_v4().simple());
     let barrier = Arc::new(Barrier::new(n + 1));
     let threads: Vec<_> = (0..n)
         .map(|i| {
             let handle = handles[i % handles.len()].clone();
-            let counting = if whole {
-                Counting::reading_whole_snapshots(handle)
-            } else {
-                Counting::new(handle)
-            };
+            let counting = Counting::emulating(handle, mode.whole, mode.first_only);
             let c = LeaseClient::new(counting.clone(), &ns, 10, TERMS).unwrap();
             let barrier = barrier.clone();
             std::thread::Builder::new()
@@ -159,9 +171,9 @@ fn keeper_round_trips(url: &str) -> (f64, u64) {
         clock.advance(ttl / 3);
         keeper.tick();
     }
-    let (renew_calls, _) = counting.take();
+    let (renew_calls, ..) = counting.take();
     keeper.release(None).unwrap();
-    let (release_calls, _) = counting.take();
+    let (release_calls, ..) = counting.take();
     (renew_calls as f64 / RENEWALS as f64, release_calls)
 }
 
@@ -185,11 +197,24 @@ fn main() {
         Ok("snapshot") => vec![true],
         _ => vec![false, true],
     };
+    let offers: Vec<bool> = match std::env::var("COSID_STORM_OFFERS").as_deref() {
+        Ok("all") => vec![false],
+        Ok("first") => vec![true],
+        _ => vec![false, true],
+    };
+    let modes: Vec<Mode> = reads
+        .iter()
+        .flat_map(|&whole| {
+            offers
+                .iter()
+                .map(move |&first_only| Mode { whole, first_only })
+        })
+        .collect();
     let targets = targets();
     println!(
-        "| store | read | N | last holds a slot (median of {runs}) | CAS attempts per starter, mean / max | round trips per starter, mean / max | round trips per renewal / release |"
+        "| store | read | offer | N | last holds a slot (median of {runs}) | CAS calls per starter, mean / max | slots tried per starter, mean / max | store calls per starter, mean / max | round trips per renewal / release |"
     );
-    println!("|---|---|---:|---:|---:|---:|:---:|");
+    println!("|---|---|---|---:|---:|---:|---:|---:|:---:|");
     for t in &targets {
         let handles: Vec<SharedStore> = (0..32).map(|_| store::open(&t.url).unwrap()).collect();
         // Every handle connects (and PostgreSQL checks its schema) before any clock starts.
@@ -197,30 +222,37 @@ fn main() {
             h.read_slot("storm-warm-up", 0).unwrap();
         }
         let (renew, release) = keeper_round_trips(&t.url);
-        for (&n, &whole) in sizes.iter().flat_map(|n| reads.iter().map(move |w| (n, w))) {
+        for (&n, &mode) in sizes.iter().flat_map(|n| modes.iter().map(move |m| (n, m))) {
             let mut times = Vec::new();
             let mut counts = Vec::new();
             for _ in 0..runs {
-                let (d, c) = storm(&handles, n, whole);
+                let (d, c) = storm(&handles, n, mode);
                 times.push(d);
                 counts.extend(c);
             }
             times.sort();
-            let mean = |f: fn(&(u64, u64)) -> u64| {
+            let mean = |f: fn(&Counts) -> u64| {
                 counts.iter().map(f).sum::<u64>() as f64 / counts.len() as f64
             };
-            let max = |f: fn(&(u64, u64)) -> u64| counts.iter().map(f).max().unwrap_or(0);
+            let max = |f: fn(&Counts) -> u64| counts.iter().map(f).max().unwrap_or(0);
             println!(
-                "| {} | {} | {n} | {:.0} ms | {:.2} / {} | {:.2} / {} | {renew:.2} / {release} |",
+                "| {} | {} | {} | {n} | {:.0} ms | {:.2} / {} | {:.2} / {} | {:.2} / {} | {renew:.2} / {release} |",
                 t.name,
-                if whole {
+                if mode.whole {
                     "whole snapshot"
                 } else {
                     "candidate view"
                 },
+                if mode.first_only {
+                    "first slot only"
+                } else {
+                    "every candidate"
+                },
                 times[times.len() / 2].as_secs_f64() * 1e3,
                 mean(|c| c.1),
                 max(|c| c.1),
+                mean(|c| c.2),
+                max(|c| c.2),
                 mean(|c| c.0),
                 max(|c| c.0),
             );

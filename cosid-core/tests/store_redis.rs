@@ -11,7 +11,7 @@ mod network;
 
 use cosid_core::lease::{Owner, SlotRecord};
 use cosid_core::store::redis::RedisStore;
-use cosid_core::store::{CandidateAsk, SharedStore};
+use cosid_core::store::{CandidateAsk, SharedStore, SlotWrite};
 use cosid_testkit::Server;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -299,6 +299,30 @@ fn the_index_follows_every_write_of_a_slot_record() {
         .unwrap()
         .is_some());
     check(&mut con, "a new record of no key");
+    // A compare-and-set over several slots keeps the index of the one it writes, and of no
+    // other: slot 2 is offered with a stale version, slot 100 (no record yet) is written.
+    let taker = Owner::new("several");
+    let taken = |slot| SlotRecord {
+        owner: Some(taker.clone()),
+        last_owner_key: Some(taker.key.clone()),
+        expires_at: later,
+        ..SlotRecord::vacant(slot)
+    };
+    let writes = [
+        SlotWrite {
+            expected: None,
+            record: taken(2),
+        },
+        SlotWrite {
+            expected: None,
+            record: taken(100),
+        },
+    ];
+    assert_eq!(
+        store.cas_first_slot(&ns, &writes).unwrap().map(|w| w.0),
+        Some(1)
+    );
+    check(&mut con, "a compare-and-set over two slots");
 }
 
 /// A namespace whose records were written without the index (by a build before it, or with

@@ -5,7 +5,7 @@
 use super::record::{IdLayout, NamespaceRecord, Owner, SlotLease, SlotRecord, Versioned};
 use super::rules::{self, Refusal, Terms};
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::{CandidateAsk, CandidateView, SharedStore};
+use crate::store::{CandidateAsk, CandidateView, SharedStore, SlotWrite};
 use std::collections::{HashMap, HashSet};
 
 /// How many lost compare-and-set races one call tolerates before giving up with a store error.
@@ -68,11 +68,42 @@ pub fn spread_pick(lowest_free: &[u32], incarnation: &uuid::Uuid, raced: u32) ->
     Some(lowest_free[(z % lowest_free.len() as u64) as usize])
 }
 
+/// How many free slots a starter offers in one compare-and-set call
+/// ([`SlotStore::cas_first_slot`](crate::store::SlotStore::cas_first_slot)): its picks for
+/// this attempt and the next `FREE_PICKS - 1`, each spread twice as wide as the one before, so
+/// that a starter that loses the race for its first pick takes its next in the same call
+/// instead of reading the namespace again.
+pub const FREE_PICKS: u32 = 3;
+
+/// The distinct free slots a starter offers on its attempt after `raced` lost races: the
+/// [`spread_pick`]s of attempts `raced` to `raced + FREE_PICKS - 1`, each from the lowest
+/// [`spread_width`] of `lowest_free` for that attempt, in that order. `lowest_free` holds the
+/// lowest free slots in ascending order, at least as many as the widest spread takes.
+pub fn free_picks(
+    lowest_free: &[u32],
+    held: usize,
+    free: usize,
+    incarnation: &uuid::Uuid,
+    raced: u32,
+) -> Vec<u32> {
+    let mut picks = Vec::with_capacity(FREE_PICKS as usize);
+    for attempt in raced..raced.saturating_add(FREE_PICKS) {
+        let width = spread_width(free, held, attempt).min(lowest_free.len());
+        if let Some(pick) = spread_pick(&lowest_free[..width], incarnation, attempt) {
+            if !picks.contains(&pick) {
+                picks.push(pick);
+            }
+        }
+    }
+    picks
+}
+
 /// What an acquisition after `raced` lost races asks the store's view to cover: the asker's key
-/// and preferred slot, and at least `(SPREAD_MIN + 2 × live) × 2^raced` slots no live lease
-/// holds, which is never fewer than [`spread_width`] picks from.
+/// and preferred slot, and at least `(SPREAD_MIN + 2 × live) × 2^(raced + FREE_PICKS - 1)`
+/// slots no live lease holds, which is never fewer than the widest of its [`free_picks`] picks
+/// from.
 fn candidate_ask(req: &AcquireRequest, raced: u32) -> CandidateAsk<'_> {
-    let doubled = 1u32 << raced.min(20);
+    let doubled = 1u32 << raced.saturating_add(FREE_PICKS - 1).min(20);
     CandidateAsk {
         owner_key: Some(&req.owner.key),
         preferred_slot: req.preferred_slot,
@@ -267,53 +298,63 @@ impl LeaseClient {
             let view = self
                 .store
                 .candidates(&self.namespace, &CandidateAsk::NAMESPACE_ONLY)?;
-            let (expected, rec) = match view.namespace {
-                Some(Versioned { value, version }) if value.limit == 0 => {
-                    // Created by `cosid migrate` before any runtime: complete it.
-                    self.check_layout(&value)?;
-                    (
-                        Some(version),
-                        NamespaceRecord {
-                            limit: self.limit,
-                            tolerance_ms: self.terms.tolerance_ms,
-                            layout: self.layout.or(value.layout),
-                            ..value
-                        },
-                    )
-                }
-                Some(Versioned { value, version }) => {
-                    self.check_matches(&value)?;
-                    if value.layout.is_some() || self.layout.is_none() {
-                        return Ok(value);
-                    }
-                    // Recorded before layouts were: adopt ours.
-                    (
-                        Some(version),
-                        NamespaceRecord {
-                            layout: self.layout,
-                            ..value
-                        },
-                    )
-                }
-                None => (
-                    None,
-                    NamespaceRecord {
-                        limit: self.limit,
-                        tolerance_ms: self.terms.tolerance_ms,
-                        not_before_ms: self.restart_floor(view.store_now)?,
-                        layout: self.layout,
-                    },
-                ),
-            };
-            if self
-                .store
-                .cas_namespace(&self.namespace, expected, &rec)?
-                .is_some()
-            {
+            if let Some(rec) = self.settle_namespace(view.namespace, view.store_now)? {
                 return Ok(rec);
             }
         }
         Err(self.too_many_races("creating the namespace"))
+    }
+
+    /// One step of [`LeaseClient::open_namespace`] from the namespace record as read (`found`,
+    /// at store time `store_now`): the record when it matches and is complete, or once this
+    /// client's compare-and-set created or completed it; `None` when another client's write
+    /// came first (read again). An acquisition that read a namespace needing this takes the
+    /// step on what it read, and reads again after it, whether or not it wrote.
+    fn settle_namespace(
+        &self,
+        found: Option<Versioned<NamespaceRecord>>,
+        store_now: i64,
+    ) -> Result<Option<NamespaceRecord>> {
+        let (expected, rec) = match found {
+            Some(Versioned { value, version }) if value.limit == 0 => {
+                // Created by `cosid migrate` before any runtime: complete it.
+                self.check_layout(&value)?;
+                (
+                    Some(version),
+                    NamespaceRecord {
+                        limit: self.limit,
+                        tolerance_ms: self.terms.tolerance_ms,
+                        layout: self.layout.or(value.layout),
+                        ..value
+                    },
+                )
+            }
+            Some(Versioned { value, version }) => {
+                self.check_matches(&value)?;
+                if value.layout.is_some() || self.layout.is_none() {
+                    return Ok(Some(value));
+                }
+                // Recorded before layouts were: adopt ours.
+                (
+                    Some(version),
+                    NamespaceRecord {
+                        layout: self.layout,
+                        ..value
+                    },
+                )
+            }
+            None => (
+                None,
+                NamespaceRecord {
+                    limit: self.limit,
+                    tolerance_ms: self.terms.tolerance_ms,
+                    not_before_ms: self.restart_floor(store_now)?,
+                    layout: self.layout,
+                },
+            ),
+        };
+        let written = self.store.cas_namespace(&self.namespace, expected, &rec)?;
+        Ok(written.map(|_| rec))
     }
 
     /// The `not_before` of a namespace this client creates: the restart guard.
@@ -436,7 +477,7 @@ impl LeaseClient {
                 // The namespace vanished (store restarted empty), was never completed, or has no
                 // layout recorded yet.
                 _ => {
-                    self.open_namespace()?;
+                    self.settle_namespace(view.namespace.clone(), view.store_now)?;
                     continue;
                 }
             };
@@ -465,7 +506,7 @@ impl LeaseClient {
             }
 
             let free = |slot: u32| known.is_free(slot, now);
-            let mut candidates: Vec<(u32, Choice)> = Vec::with_capacity(3);
+            let mut candidates: Vec<(u32, Choice)> = Vec::with_capacity(2 + FREE_PICKS as usize);
             if let Some(p) = req.preferred_slot.filter(|p| *p < self.limit && free(*p)) {
                 candidates.push((p, Choice::Preferred));
             }
@@ -484,27 +525,63 @@ impl LeaseClient {
             // starting at once would otherwise all race for the lowest one.
             let held = known.held(now);
             let free_count = self.limit as usize - held;
-            let width = spread_width(free_count, held, raced);
+            let widest = spread_width(free_count, held, raced.saturating_add(FREE_PICKS - 1));
             let lowest_free: Vec<u32> = (0..known.covered_below)
                 .filter(|s| free(*s))
-                .take(width)
+                .take(widest)
                 .collect();
-            if let Some(pick) = spread_pick(&lowest_free, &req.owner.incarnation, raced) {
-                candidates.push((pick, Choice::Free));
+            for pick in free_picks(
+                &lowest_free,
+                held,
+                free_count,
+                &req.owner.incarnation,
+                raced,
+            ) {
+                if !candidates.iter().any(|(s, _)| *s == pick) {
+                    candidates.push((pick, Choice::Free));
+                }
             }
 
-            let Some(&(slot, choice)) = candidates.first() else {
+            if candidates.is_empty() {
                 if known.is_whole(self.limit) {
                     return Err(self.exhausted(&known.records, now));
                 }
                 whole = true;
                 continue;
-            };
+            }
             whole = false;
-            let (version, current) = known.record(slot);
-            let next = rules::acquire(&current, &req.owner, now, self.terms, floor_at_least);
-            if let Some(written) = self.store.cas_slot(&self.namespace, version, &next)? {
-                return Ok(self.granted(next, written, now, choice, &known, req));
+            // Every candidate in the protocol's order, each written by the rules from the
+            // record the view holds for it; the store writes the first still as it was read.
+            let writes: Vec<SlotWrite> = candidates
+                .iter()
+                .map(|&(slot, _)| {
+                    let (expected, current) = known.record(slot);
+                    SlotWrite {
+                        expected,
+                        record: rules::acquire(
+                            &current,
+                            &req.owner,
+                            now,
+                            self.terms,
+                            floor_at_least,
+                        ),
+                    }
+                })
+                .collect();
+            if let Some((i, written)) = self.store.cas_first_slot(&self.namespace, &writes)? {
+                let tried = writes.len();
+                let (Some(next), Some(&(_, choice))) =
+                    (writes.into_iter().nth(i), candidates.get(i))
+                else {
+                    return Err(Error::store(format!(
+                        "{} reported writing candidate {i} of a compare-and-set over {tried} \
+                         slots in namespace '{}'; a store must name one of the writes it was \
+                         given",
+                        self.store.describe(),
+                        self.namespace
+                    )));
+                };
+                return Ok(self.granted(next.record, written, now, choice, &known, req));
             }
             raced += 1;
         }

@@ -4,7 +4,9 @@
 //! simulation and the fault injectors of the tests are each a [`Hook`], so no one of them
 //! re-implements the [`SlotStore`] trait just to forward. Not a stable API.
 
-use super::{CandidateAsk, CandidateView, NamespaceSnapshot, SharedStore, SlotStore, Written};
+use super::{
+    CandidateAsk, CandidateView, NamespaceSnapshot, SharedStore, SlotStore, SlotWrite, Written,
+};
 use crate::error::Result;
 use crate::lease::{NamespaceRecord, SlotRecord, Versioned};
 use std::fmt;
@@ -41,6 +43,12 @@ pub enum Call<'a> {
         namespace: &'a str,
         ask: &'a CandidateAsk<'a>,
     },
+    /// [`SlotStore::cas_first_slot`], for a hook that takes it whole
+    /// ([`Hook::sees_each_write`]).
+    CasFirstSlot {
+        namespace: &'a str,
+        writes: &'a [SlotWrite],
+    },
 }
 
 /// What a primitive returned, one variant per return type.
@@ -58,6 +66,8 @@ pub enum Reply {
     Written(Option<Written>),
     /// Of `candidates`.
     Candidates(CandidateView),
+    /// Of `cas_first_slot`: the index of the write made and its new version.
+    First(Option<(usize, u64)>),
 }
 
 impl Call<'_> {
@@ -87,17 +97,21 @@ impl Call<'_> {
             Call::Candidates { namespace, ask } => {
                 Reply::Candidates(store.candidates(namespace, ask)?)
             }
+            Call::CasFirstSlot { namespace, writes } => {
+                Reply::First(store.cas_first_slot(namespace, writes)?)
+            }
         })
     }
 
     /// The primitives' names, as the trait spells them, in the order of [`Call::index`].
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         "snapshot",
         "cas_namespace",
         "read_slot",
         "cas_slot",
         "cas_slot_timed",
         "candidates",
+        "cas_first_slot",
     ];
 
     /// The primitive's place in [`Call::NAMES`] (for a table of counts, say).
@@ -109,6 +123,7 @@ impl Call<'_> {
             Call::CasSlot { .. } => 3,
             Call::CasSlotTimed { .. } => 4,
             Call::Candidates { .. } => 5,
+            Call::CasFirstSlot { .. } => 6,
         }
     }
 
@@ -126,6 +141,15 @@ pub trait Hook: Send + Sync + fmt::Debug {
     /// The wrapping store's [`SlotStore::describe`]: by default the wrapped store's.
     fn describe(&self, inner: &dyn SlotStore) -> String {
         inner.describe()
+    }
+
+    /// Whether a [`SlotStore::cas_first_slot`] reaches this hook as one `CasSlot` call per slot
+    /// tried (`true`, the default: the trait's provided loop, so a hook that watches or fails
+    /// single writes sees every one), or whole, as one [`Call::CasFirstSlot`] that
+    /// `call.on(inner)` hands to the wrapped store's own (a counting hook of the benchmarks,
+    /// which must measure the store as it is).
+    fn sees_each_write(&self) -> bool {
+        true
     }
 
     /// The wrapping store's [`SlotStore::started_at`]: by default the wrapped store's.
@@ -256,6 +280,21 @@ impl<H: Hook> SlotStore for Hooked<H> {
         let call = Call::Candidates { namespace, ask };
         match self.call(call)? {
             Reply::Candidates(view) => Ok(view),
+            other => mismatched(call, other),
+        }
+    }
+
+    fn cas_first_slot(
+        &self,
+        namespace: &str,
+        writes: &[SlotWrite],
+    ) -> Result<Option<(usize, u64)>> {
+        if self.hook.sees_each_write() {
+            return super::cas_one_by_one(self, namespace, writes);
+        }
+        let call = Call::CasFirstSlot { namespace, writes };
+        match self.call(call)? {
+            Reply::First(first) => Ok(first),
             other => mismatched(call, other),
         }
     }

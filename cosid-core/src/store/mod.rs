@@ -2,11 +2,13 @@
 //!
 //! A store implements five primitives: read the namespace record, compare-and-set it, read every
 //! slot record (with the store's clock), read one slot record (with the store's clock), and
-//! compare-and-set one slot record. Two more have provided forms that a store overrides when it
-//! can do better: a compare-and-set that also reads the store's clock, and a candidate view
-//! (`candidates`), the part of a namespace an acquisition needs. The lease protocol
-//! (`lease::client`) is written once on top of them, and the state changes themselves once in
-//! `lease::rules`, so every store keeps the same rule: **one atomic compare-and-set per change**.
+//! compare-and-set one slot record. Three more have provided forms that a store overrides when it
+//! can do better: a compare-and-set that also reads the store's clock, a candidate view
+//! (`candidates`), the part of a namespace an acquisition needs, and a compare-and-set over
+//! several candidate slots that writes the first still as it was read (`cas_first_slot`). The
+//! lease protocol (`lease::client`) is written once on top of them, and the state changes
+//! themselves once in `lease::rules`, so every store keeps the same rule: **one atomic
+//! compare-and-set per change**.
 //!
 //! What a store must guarantee for uniqueness to hold: a compare-and-set that reported success is
 //! durable and visible to every later read (linearizable), and a version never repeats for one
@@ -108,6 +110,26 @@ pub trait SlotStore: Send + Sync + fmt::Debug {
         record: &SlotRecord,
     ) -> Result<Option<u64>>;
 
+    /// Writes the first of `writes` whose slot's version is still the one it expects, and
+    /// returns its index in `writes` and its new version; `None` when no version matched and
+    /// nothing was written. Exactly [`SlotStore::cas_slot`] on each in order, stopping at the
+    /// first that wrote: every write is one atomic compare-and-set of one slot, judged by the
+    /// rules on its own, so the candidates a starter offers change what it tries, never what a
+    /// write may do (`docs/protocol.md` section 4, "Several candidates in one call"). The
+    /// writes need not be atomic together: a lost reply before a later one is the same as a
+    /// lost reply of a single compare-and-set.
+    ///
+    /// Provided: that loop, one compare-and-set after another. Redis tries them all in one
+    /// script, so a starter that lost a race for its first choice takes its next in the same
+    /// round trip instead of reading the namespace again.
+    fn cas_first_slot(
+        &self,
+        namespace: &str,
+        writes: &[SlotWrite],
+    ) -> Result<Option<(usize, u64)>> {
+        cas_one_by_one(self, namespace, writes)
+    }
+
     /// [`SlotStore::cas_slot`], also returning the store's clock (the clock `read_slot` and
     /// `snapshot` report), read in the same round trip, when the store can: Redis's `TIME` in
     /// the script, PostgreSQL's `clock_timestamp()` in `RETURNING`, the host clock for the
@@ -169,6 +191,32 @@ pub trait SlotStore: Send + Sync + fmt::Debug {
         let _ = namespace;
         Ok(None)
     }
+}
+
+/// One compare-and-set of [`SlotStore::cas_first_slot`]: `record` (for slot `record.slot`) if
+/// the slot's version is still `expected` (`None`: no record yet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotWrite {
+    /// The version the slot must still have.
+    pub expected: Option<u64>,
+    /// The record to write.
+    pub record: SlotRecord,
+}
+
+/// [`SlotStore::cas_first_slot`] as one [`SlotStore::cas_slot`] after another, stopping at the
+/// first that wrote: the trait's provided form, and what a [`hooked::Hooked`] store does for a
+/// hook that sees each write.
+fn cas_one_by_one<S: SlotStore + ?Sized>(
+    store: &S,
+    namespace: &str,
+    writes: &[SlotWrite],
+) -> Result<Option<(usize, u64)>> {
+    for (i, w) in writes.iter().enumerate() {
+        if let Some(version) = store.cas_slot(namespace, w.expected, &w.record)? {
+            return Ok(Some((i, version)));
+        }
+    }
+    Ok(None)
 }
 
 /// What [`SlotStore::cas_slot_timed`] returns when it wrote.

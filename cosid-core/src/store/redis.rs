@@ -50,7 +50,9 @@
 mod cluster;
 
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
-use super::{codec, CandidateAsk, CandidateView, NamespaceSnapshot, SlotStore, StoreUrl, Written};
+use super::{
+    codec, CandidateAsk, CandidateView, NamespaceSnapshot, SlotStore, SlotWrite, StoreUrl, Written,
+};
 use crate::error::{Error, Result};
 use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
 use redis::aio::MultiplexedConnection;
@@ -266,21 +268,27 @@ redis.call('SET', KEYS[1], string.format('%d', v) .. '|' .. ARGV[2])
 return v
 "#;
 
-/// KEYS: slots, counter, held, unheld, keys. ARGV: slot, expected version ('' for none),
-/// record. Returns {the new version or nil, sec, usec}: the store clock comes with the answer,
-/// so a renewal needs no read first to see it. Keeps the index (`INDEX`) of what it writes, and
-/// rebuilds it first when it does not count every record.
+/// KEYS: slots, counter, held, unheld, keys. ARGV: one or more writes, each three items: slot,
+/// expected version ('' for none), record. Writes the first whose slot still has its expected
+/// version (`SlotStore::cas_first_slot`; one write is `cas_slot`) and returns {its new version
+/// or nil, sec, usec, its 1-based place among the writes or 0}: the store clock comes with the
+/// answer, so a renewal needs no read first to see it. Keeps the index (`INDEX`) of what it
+/// writes, and rebuilds it first when it does not count every record.
 const CAS_SLOT: &str = r#"
 local t = redis.call('TIME')
-local old = redis.call('HGET', KEYS[1], ARGV[1])
-local cur = version_of(old, KEYS[1] .. '[' .. ARGV[1] .. ']')
-if type(cur) == 'table' then return cur end
-if cur ~= ARGV[2] then return {false, t[1], t[2]} end
-local v = next_version(KEYS[2])
-if not indexed() then rebuild() end
-redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', v) .. '|' .. ARGV[3])
-reindex(ARGV[1], old, ARGV[3])
-return {v, t[1], t[2]}
+for i = 1, #ARGV, 3 do
+  local old = redis.call('HGET', KEYS[1], ARGV[i])
+  local cur = version_of(old, KEYS[1] .. '[' .. ARGV[i] .. ']')
+  if type(cur) == 'table' then return cur end
+  if cur == ARGV[i + 1] then
+    local v = next_version(KEYS[2])
+    if not indexed() then rebuild() end
+    redis.call('HSET', KEYS[1], ARGV[i], string.format('%d', v) .. '|' .. ARGV[i + 2])
+    reindex(ARGV[i], old, ARGV[i + 2])
+    return {v, t[1], t[2], (i + 2) / 3}
+  end
+end
+return {false, t[1], t[2], 0}
 "#;
 
 struct Scripts {
@@ -868,6 +876,45 @@ impl RedisStore {
         }
     }
 
+    /// Runs `CAS_SLOT` over `writes` (each an expected version and a record): the index and new
+    /// version of the one it wrote, if any, and the store's clock.
+    fn write_first(
+        &self,
+        namespace: &str,
+        writes: &[(Option<u64>, &SlotRecord)],
+    ) -> Result<(Option<(usize, u64)>, i64)> {
+        let what = "writing a slot record";
+        let k = keys(namespace);
+        let args = writes
+            .iter()
+            .flat_map(|(expected, record)| {
+                [
+                    record.slot.to_string(),
+                    expected.map(|v| v.to_string()).unwrap_or_default(),
+                    codec::encode_slot(record),
+                ]
+            })
+            .collect();
+        let reply = self.call(
+            what,
+            |s| &s.cas_slot,
+            true,
+            [k.slots, k.counter].into_iter().chain(k.index).collect(),
+            args,
+        )?;
+        let [version, sec, usec, place] = self.items::<4>(what, &reply)?;
+        let store_now = self.store_now(what, sec, usec)?;
+        let version = version_reply(version).ok_or_else(|| self.malformed(what, &reply))?;
+        let written = match (version, bulk_i64(place)) {
+            (None, Some(0)) => None,
+            (Some(version), Some(place)) if place >= 1 && place as usize <= writes.len() => {
+                Some((place as usize - 1, version))
+            }
+            _ => return Err(self.malformed(what, &reply)),
+        };
+        Ok((written, store_now))
+    }
+
     fn place(&self, key: &str) -> String {
         format!("store {} key '{key}'", self.io.name())
     }
@@ -1273,27 +1320,23 @@ impl SlotStore for RedisStore {
         expected: Option<u64>,
         record: &SlotRecord,
     ) -> Result<Option<Written>> {
-        let what = "writing a slot record";
-        let k = keys(namespace);
-        let reply = self.call(
-            what,
-            |s| &s.cas_slot,
-            true,
-            [k.slots, k.counter].into_iter().chain(k.index).collect(),
-            vec![
-                record.slot.to_string(),
-                expected.map(|v| v.to_string()).unwrap_or_default(),
-                codec::encode_slot(record),
-            ],
-        )?;
-        let [version, sec, usec] = self.items::<3>(what, &reply)?;
-        let store_now = self.store_now(what, sec, usec)?;
-        Ok(version_reply(version)
-            .ok_or_else(|| self.malformed(what, &reply))?
-            .map(|version| Written {
-                version,
-                store_now: Some(store_now),
-            }))
+        let (written, store_now) =
+            self.write_first(namespace, std::slice::from_ref(&(expected, record)))?;
+        Ok(written.map(|(_, version)| Written {
+            version,
+            store_now: Some(store_now),
+        }))
+    }
+
+    /// Every write in one script (`CAS_SLOT`), one round trip.
+    fn cas_first_slot(
+        &self,
+        namespace: &str,
+        writes: &[SlotWrite],
+    ) -> Result<Option<(usize, u64)>> {
+        let writes: Vec<(Option<u64>, &SlotRecord)> =
+            writes.iter().map(|w| (w.expected, &w.record)).collect();
+        Ok(self.write_first(namespace, &writes)?.0)
     }
 
     fn started_at(&self, namespace: &str) -> Result<Option<i64>> {

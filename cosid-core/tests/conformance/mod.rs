@@ -44,7 +44,7 @@ use cosid_core::lease::{
     Renewal, SlotLease, SlotRecord, Terms, Versioned,
 };
 use cosid_core::store::hooked::{Call, Hook, Hooked, Reply};
-use cosid_core::store::{CandidateAsk, CandidateView, SharedStore, SlotStore, StoreUrl};
+use cosid_core::store::{CandidateAsk, CandidateView, SharedStore, SlotStore, SlotWrite, StoreUrl};
 use cosid_core::{Clock, ErrorKind, Layout, ManualClock, TimeUnit};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,6 +61,7 @@ macro_rules! conformance_suite {
             snapshot_of_an_unknown_namespace_is_empty,
             cas_namespace_with_a_stale_version_writes_nothing,
             cas_slot_with_a_stale_version_writes_nothing,
+            cas_first_slot_writes_the_first_still_as_read,
             slot_records_round_trip_every_field,
             namespaces_are_isolated,
             versions_never_repeat_for_a_key,
@@ -71,6 +72,7 @@ macro_rules! conformance_suite {
             candidate_view_is_the_filtered_namespace,
             candidate_view_of_a_busy_namespace_leaves_the_others_records_out,
             an_acquisition_reads_one_view_and_writes_once,
+            a_starter_that_loses_its_first_choice_takes_the_next_without_reading_again,
             open_namespace_records_limit_and_tolerance,
             namespace_limit_mismatch_is_refused_naming_both_values,
             namespace_tolerance_mismatch_is_refused_naming_both_values,
@@ -235,7 +237,7 @@ fn held(owner: &Owner, slot: u32, fence: u64) -> SlotRecord {
 #[derive(Debug, Default)]
 pub struct Counting {
     /// One count per primitive, in the order of `Call::NAMES`.
-    calls: [AtomicU64; 6],
+    calls: [AtomicU64; Call::NAMES.len()],
 }
 
 /// The primitives called through a [`Counting`] store since the last look.
@@ -418,6 +420,86 @@ pub fn cas_slot_with_a_stale_version_writes_nothing(open: Open) {
     );
     // Another slot of the same namespace is its own key.
     assert_eq!(store.read_slot(&ns, 4).unwrap().1, None);
+}
+
+/// A compare-and-set over several slots writes the first whose version is still the expected
+/// one, and only it: the slots before it (stale) and after it (not tried) keep their records.
+/// When none matches, nothing is written. One write is `cas_slot`.
+pub fn cas_first_slot_writes_the_first_still_as_read(open: Open) {
+    let store = open();
+    let ns = unique_namespace("cas-first");
+    let (owner_a, owner_b) = (Owner::new("a"), Owner::new("b"));
+    let a = |slot| held(&owner_a, slot, 1);
+    let b = |slot| held(&owner_b, slot, 2);
+    let v3 = store.cas_slot(&ns, None, &a(3)).unwrap().expect("created");
+    let v5 = store.cas_slot(&ns, None, &a(5)).unwrap().expect("created");
+    let write = |expected, record| SlotWrite { expected, record };
+    let stale = [
+        write(Some(v3 ^ 1), b(3)), // another version than the record's
+        write(None, b(5)),         // a record where none was expected
+        write(Some(v5), b(4)),     // a version where the slot has no record
+    ];
+    assert_eq!(store.cas_first_slot(&ns, &stale).unwrap(), None);
+    let unchanged = |slot, version| {
+        assert_eq!(
+            record(&store, &ns, slot),
+            Versioned {
+                value: a(slot),
+                version
+            },
+            "slot {slot} was written though no write to it matched"
+        );
+    };
+    unchanged(3, v3);
+    unchanged(5, v5);
+    assert_eq!(store.read_slot(&ns, 4).unwrap().1, None);
+
+    let mut writes = stale.to_vec();
+    writes.push(write(Some(v5), b(5))); // the first that matches
+    writes.push(write(None, b(6))); // matches too, but comes after
+    let (i, v) = store
+        .cas_first_slot(&ns, &writes)
+        .unwrap()
+        .expect("the fourth write matches");
+    assert_eq!(i, 3, "the first write whose version matched");
+    assert!(v != v3 && v != v5, "version {v} repeated");
+    assert_eq!(
+        record(&store, &ns, 5),
+        Versioned {
+            value: b(5),
+            version: v
+        }
+    );
+    unchanged(3, v3);
+    assert_eq!(store.read_slot(&ns, 4).unwrap().1, None);
+    assert_eq!(
+        store.read_slot(&ns, 6).unwrap().1,
+        None,
+        "a write after the first was made"
+    );
+
+    // One write is a plain compare-and-set.
+    assert_eq!(
+        store.cas_first_slot(&ns, &[write(Some(v5), a(5))]).unwrap(),
+        None
+    );
+    let (i, v6) = store
+        .cas_first_slot(&ns, &[write(None, b(6))])
+        .unwrap()
+        .expect("slot 6 has no record");
+    assert_eq!(i, 0);
+    assert_eq!(
+        record(&store, &ns, 6),
+        Versioned {
+            value: b(6),
+            version: v6
+        }
+    );
+    assert_eq!(
+        store.cas_first_slot(&ns, &[]).unwrap(),
+        None,
+        "no write, nothing written"
+    );
 }
 
 /// Every field comes back exactly as written, over the whole range of its type (a store that
@@ -823,6 +905,93 @@ pub fn an_acquisition_reads_one_view_and_writes_once(open: Open) {
             ..Calls::default()
         }
     );
+}
+
+/// Takes the first slot of the first compare-and-set over several slots just before the store
+/// sees it (another starter's write landing between this one's read and its write), then
+/// hands the whole call to the store's own `cas_first_slot`; counts the candidate views read.
+#[derive(Debug)]
+struct TakesTheFirstChoice {
+    taker: Owner,
+    /// The first and second slot offered, once the first call came.
+    offered: std::sync::Mutex<Option<(u32, u32)>>,
+    views: AtomicU64,
+}
+
+impl Hook for TakesTheFirstChoice {
+    fn call(&self, inner: &dyn SlotStore, call: Call<'_>) -> cosid_core::Result<Reply> {
+        match call {
+            Call::Candidates { .. } => {
+                self.views.fetch_add(1, Ordering::SeqCst);
+            }
+            Call::CasFirstSlot { namespace, writes } => {
+                let mut offered = self.offered.lock().unwrap();
+                if offered.is_none() {
+                    assert!(writes.len() >= 2, "offered {writes:?}");
+                    let first = writes[0].record.slot;
+                    *offered = Some((first, writes[1].record.slot));
+                    let (_, current) = inner.read_slot(namespace, first)?;
+                    let taken = held(&self.taker, first, 1);
+                    let wrote = inner.cas_slot(namespace, current.map(|c| c.version), &taken)?;
+                    assert!(wrote.is_some(), "the taker wrote slot {first}");
+                }
+            }
+            _ => {}
+        }
+        call.on(inner)
+    }
+
+    fn sees_each_write(&self) -> bool {
+        false
+    }
+}
+
+/// A starter whose first choice (its preferred slot) was taken between its read and its write
+/// takes its next (its sticky slot) in the same compare-and-set call, through the store's own
+/// `cas_first_slot`, without reading the namespace again; the slot taken keeps the taker's
+/// record.
+pub fn a_starter_that_loses_its_first_choice_takes_the_next_without_reading_again(open: Open) {
+    let store = open();
+    let ns = unique_namespace("next-choice");
+    let owner = Owner::new("returning");
+    client(&store, &ns, 8, LONG).open_namespace().unwrap();
+    // Slot 9 was last held by this key: its sticky slot.
+    let released = SlotRecord {
+        last_owner_key: Some(owner.key.clone()),
+        ..SlotRecord::vacant(9)
+    };
+    store
+        .cas_slot(&ns, None, &released)
+        .unwrap()
+        .expect("planted");
+    let hooked = Hooked::new(
+        store.clone(),
+        TakesTheFirstChoice {
+            taker: Owner::new("quicker"),
+            offered: std::sync::Mutex::new(None),
+            views: AtomicU64::new(0),
+        },
+    );
+    let c = client(&(hooked.clone() as SharedStore), &ns, 8, LONG);
+    let got = acquire_with(
+        &c,
+        AcquireRequest {
+            preferred_slot: Some(5),
+            ..request(&owner)
+        },
+    );
+    assert_eq!(*hooked.offered.lock().unwrap(), Some((5, 9)));
+    assert_eq!((got.lease.slot, got.choice), (9, Choice::Sticky));
+    assert_eq!(
+        hooked.views.load(Ordering::SeqCst),
+        1,
+        "read the namespace again"
+    );
+    assert_eq!(
+        record(&store, &ns, 5).value.owner.as_ref(),
+        Some(&hooked.taker)
+    );
+    assert_eq!(record(&store, &ns, 9).value.owner.as_ref(), Some(&owner));
 }
 
 // ----------------------------------------------------------------------------------------------

@@ -127,9 +127,12 @@ impl Hook for Recorder {
                     ..w
                 })))
             }
-            Call::Snapshot { .. } | Call::CasNamespace { .. } | Call::Candidates { .. } => {
-                call.on(inner)
-            }
+            // `CasFirstSlot` never reaches this hook: it sees each write as a `CasSlot`
+            // (`Hook::sees_each_write`).
+            Call::Snapshot { .. }
+            | Call::CasNamespace { .. }
+            | Call::Candidates { .. }
+            | Call::CasFirstSlot { .. } => call.on(inner),
         }
     }
 }
