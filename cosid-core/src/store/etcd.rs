@@ -19,7 +19,9 @@
 //!   read.
 //! - Each compare-and-set is one transaction: `mod_revision(key) == expected` (or
 //!   `create_revision(key) == 0` when no record is expected) then `Put`; the new version is the
-//!   revision of that transaction.
+//!   revision of that transaction. A compare-and-set over several slots (`cas_first_slot`) is
+//!   one transaction too: each write's in the failure branch of the one before, so the first
+//!   whose compare holds is the one put, in one round trip and one raft entry.
 //!
 //! **Clock.** etcd has no clock a client can read, so the store clock is this host's clock, read
 //! when the answer arrives. Windows stay disjoint by construction (floors and ceilings only
@@ -36,7 +38,7 @@
 mod gateway;
 
 use super::blocking::{Failure, IoRuntime, DEFAULT_TIMEOUT};
-use super::{codec, NamespaceSnapshot, SlotStore, StoreUrl};
+use super::{codec, NamespaceSnapshot, SlotStore, SlotWrite, StoreUrl};
 use crate::clock::system_now_ms;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
@@ -105,6 +107,28 @@ fn ns_key(namespace: &str) -> String {
 
 fn slot_prefix(namespace: &str) -> String {
     format!("cosid/slot/{namespace}/")
+}
+
+/// A transaction that puts `value` at `key` if the key's version is still `expected` (`None`: the
+/// key does not exist). A version beyond etcd's revisions (`i64`) matches no key.
+fn put_if(key: &str, expected: Option<u64>, value: &str) -> Value {
+    let key = b64(key.as_bytes());
+    let compare = match expected {
+        None => json!({
+            "key": key, "result": "EQUAL", "target": "CREATE", "create_revision": "0",
+        }),
+        Some(v) => {
+            // Revisions start at 1: -1 is no key's.
+            let v = i64::try_from(v).unwrap_or(-1);
+            json!({
+                "key": key, "result": "EQUAL", "target": "MOD", "mod_revision": v.to_string(),
+            })
+        }
+    };
+    json!({
+        "compare": [compare],
+        "success": [{ "request_put": { "key": key, "value": b64(value.as_bytes()) } }],
+    })
 }
 
 fn slot_key(namespace: &str, slot: u32) -> String {
@@ -365,35 +389,24 @@ impl EtcdStore {
         expected: Option<u64>,
         value: String,
     ) -> Result<Option<u64>> {
-        let key = b64(key.as_bytes());
-        let compare = match expected {
-            None => json!({
-                "key": key, "result": "EQUAL", "target": "CREATE", "create_revision": "0",
-            }),
-            Some(v) => {
-                let Ok(v) = i64::try_from(v) else {
-                    return Ok(None);
-                };
-                json!({
-                    "key": key, "result": "EQUAL", "target": "MOD", "mod_revision": v.to_string(),
-                })
-            }
-        };
-        let txn = json!({
-            "compare": [compare],
-            "success": [{ "request_put": { "key": key, "value": b64(value.as_bytes()) } }],
-        });
+        let txn = put_if(&key, expected, &value);
         let body = self.call(what, "/v3/kv/txn", txn)?;
         let resp: TxnAnswer = gateway::parse(&body).map_err(|e| self.malformed(what, e))?;
         if !resp.succeeded {
             return Ok(None);
         }
-        let revision = resp
-            .header
+        self.revision(what, &resp).map(Some)
+    }
+
+    /// The revision a transaction that wrote was committed at: the new version of what it
+    /// wrote.
+    fn revision(&self, what: &str, resp: &TxnAnswer) -> Result<u64> {
+        resp.header
+            .as_ref()
             .map(|h| h.revision.0)
             .filter(|r| *r > 0)
-            .ok_or_else(|| self.io.error(what, &"the answer has no revision"))?;
-        Ok(Some(revision as u64))
+            .map(|r| r as u64)
+            .ok_or_else(|| self.io.error(what, &"the answer has no revision"))
     }
 
     /// One linearizable read of the namespace: its record, the store's lineage and its slots,
@@ -627,6 +640,57 @@ impl SlotStore for EtcdStore {
             expected,
             codec::encode_slot(record),
         )
+    }
+
+    /// One transaction, so one round trip and one raft entry: each write's compare-and-set,
+    /// with the next write's transaction nested in its failure branch.
+    fn cas_first_slot(
+        &self,
+        namespace: &str,
+        writes: &[SlotWrite],
+    ) -> Result<Option<(usize, u64)>> {
+        let what = "writing a slot record";
+        let mut nested: Option<Value> = None;
+        for w in writes.iter().rev() {
+            let key = slot_key(namespace, w.record.slot);
+            let mut txn = put_if(&key, w.expected, &codec::encode_slot(&w.record));
+            if let Some(next) = nested.take() {
+                txn["failure"] = json!([{ "request_txn": next }]);
+            }
+            nested = Some(txn);
+        }
+        let Some(txn) = nested else {
+            return Ok(None);
+        };
+        let body = self.call(what, "/v3/kv/txn", txn)?;
+        let resp: TxnAnswer = gateway::parse(&body).map_err(|e| self.malformed(what, e))?;
+        // The write made is the one whose transaction succeeded, as deep as it is nested.
+        let mut answer = &resp;
+        for i in 0..writes.len() {
+            if answer.succeeded {
+                return Ok(Some((i, self.revision(what, &resp)?)));
+            }
+            match answer
+                .responses
+                .first()
+                .and_then(|op| op.response_txn.as_deref())
+            {
+                Some(next) => answer = next,
+                None if i + 1 == writes.len() => break,
+                None => {
+                    return Err(self.io.error(
+                        what,
+                        &format!(
+                            "a malformed answer: write {} of {} failed without the answer of \
+                             the next",
+                            i + 1,
+                            writes.len()
+                        ),
+                    ))
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// The store clock is this host's, read when the answer arrives, as `read_slot` reads it.

@@ -591,11 +591,15 @@ pub(super) struct RangeAnswer<'a> {
     kvs: Vec<RawKv<'a>>,
 }
 
-/// One answer of a transaction's operations; only reads are looked at.
+/// One answer of a transaction's operations; only reads and nested transactions are looked at.
 #[derive(Debug, Deserialize)]
 pub(super) struct OpAnswer<'a> {
     #[serde(borrow, default, alias = "responseRange")]
     pub response_range: Option<RangeAnswer<'a>>,
+    /// A nested transaction's answer (a compare-and-set over several slots nests each next
+    /// write in the failure branch of the one before).
+    #[serde(borrow, default, alias = "responseTxn")]
+    pub response_txn: Option<Box<TxnAnswer<'a>>>,
 }
 
 /// A transaction's answer (`/v3/kv/txn`).
