@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 /// Counts the primitives called through it: all of them (store calls), the slot
 /// compare-and-set calls (attempts), and the slots those tried (more than the calls when one
-/// `cas_first_slot` tries several: one round trip on Redis, one per slot tried on the stores
-/// that use the trait's provided loop).
+/// `cas_first_slot` tries several: one round trip on Redis and etcd, one per slot tried on the
+/// stores that use the trait's provided loop).
 #[derive(Debug, Default)]
 pub struct Counting {
     calls: AtomicU64,

@@ -120,8 +120,8 @@ pub trait SlotStore: Send + Sync + fmt::Debug {
     /// lost reply of a single compare-and-set.
     ///
     /// Provided: that loop, one compare-and-set after another. Redis tries them all in one
-    /// script, so a starter that lost a race for its first choice takes its next in the same
-    /// round trip instead of reading the namespace again.
+    /// script and etcd in one transaction, so a starter that lost a race for its first choice
+    /// takes its next in the same round trip instead of reading the namespace again.
     fn cas_first_slot(
         &self,
         namespace: &str,
