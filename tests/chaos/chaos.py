@@ -91,6 +91,28 @@ class Row:
     nprocs: int = 0
     #: a scenario of a setup without the guarantee: duplicates and overlaps are its finding
     unsafe: bool = False
+    #: per language ("cli", "c", "py", "node"): [processes, ids issued]
+    langs: dict = field(default_factory=dict)
+
+
+#: The languages of the processes, in the order the report names them.
+LANGS = {"cli": "CLI", "c": "C", "py": "Python", "node": "Node"}
+
+
+def sum_languages(rows) -> dict:
+    """{lang: [processes, ids]} summed over `rows`."""
+    langs: dict[str, list[int]] = {}
+    for r in rows:
+        for k, (n, ids) in r.langs.items():
+            entry = langs.setdefault(k, [0, 0])
+            entry[0] += n
+            entry[1] += ids
+    return langs
+
+
+def by_language(langs: dict) -> str:
+    """"3 CLI (8123 ids), 1 C (2710 ids), …" from {lang: [processes, ids]}."""
+    return ", ".join(f"{langs[k][0]} {name} ({langs[k][1]} ids)" for k, name in LANGS.items() if k in langs)
 
 
 class Run:
@@ -377,7 +399,7 @@ class Ctx:
                     "--ttl", TTL, "--tolerance", TOLERANCE, "--rate", str(rate or self.run.args.rate)]
             if lang == "c":
                 args += extra or []
-            p = Proc(self, label, args, key, skew=skew, env=env, program=program)
+            p = Proc(self, label, args, key, skew=skew, env=env, program=program, lang=lang)
             self.procs.append(p)
             self.note(f"{label} started ({name})" + (" via proxy" if via_proxy else ""))
             return p
@@ -565,8 +587,8 @@ def run_one(run: Run, scenario, store: str) -> Row:
     row.unsafe = scenario.expect_unsafe
     (ctx.dir / "timeline.txt").write_text("\n".join(ctx.timeline) + "\n")
     status = ("ok" if row.ok else "FAILED") + (" (unsafe setup: duplicates reported, not failed)" if row.unsafe else "")
-    say(f"[{status}] {name} on {store}: {row.processes} processes, {row.ids} ids, {row.duplicates} duplicates "
-        f"({row.seconds:.0f}s)")
+    say(f"[{status}] {name} on {store}: {row.nprocs} processes ({by_language(row.langs)}), {row.ids} ids, "
+        f"{row.duplicates} duplicates ({row.seconds:.0f}s)")
     for f in row.failures[:12]:
         say(f"    - {f}")
     if row.ok and not run.args.keep:
@@ -658,10 +680,17 @@ def make_row(ctx: Ctx, scenario, store: str, v: Verdict) -> Row:
     events = [e.replace(work, "$WORK")[:200] for e in ctx.events] + msgs
     stopped = ("; ".join(stops) + (" — " + scenario.why if scenario.why else "")) if stops else "none"
     n_procs = len(ctx.procs)
+    langs: dict[str, list[int]] = {}
+    for p in ctx.procs:
+        entry = langs.setdefault(p.lang, [0, 0])
+        entry[0] += 1
+        entry[1] += len(p.ids())
     desc = f"{n_procs}" + (f" ({scenario.procs_note})" if scenario.procs_note else "")
+    if langs:
+        desc += f": {by_language(langs)}"
     return Row(scenario.name, store, desc, v.ids, v.duplicates, v.overlaps, stopped,
                "; ".join(events) if events else "-", ok=not ctx.failures,
-               failures=[ctx.redact(f) for f in ctx.failures], nprocs=n_procs)
+               failures=[ctx.redact(f) for f in ctx.failures], nprocs=n_procs, langs=langs)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -723,11 +752,13 @@ def aggregate(rows: list[Row]) -> list[Row]:
                 if e2 != "-" and fold(e2) not in {fold(x) for x in ev}:
                     ev.append(e2)
         stops = [r.stopped for r in rs if r.stopped != "none"]
-        out.append(Row(s, st, f"{len(rs)} runs, {sum(r.nprocs for r in rs)} processes",
+        langs = sum_languages(rs)
+        out.append(Row(s, st, f"{len(rs)} runs, {sum(r.nprocs for r in rs)} processes"
+                       + (f": {by_language(langs)}" if langs else ""),
                        sum(r.ids for r in rs), sum(r.duplicates for r in rs), sum(r.overlaps for r in rs),
                        (stops[-1] + f" (last of {len(stops)} runs with a stop)") if stops else "none",
                        "; ".join(ev[:8]) or "-", ok=not fails, failures=fails,
-                       unsafe=any(r.unsafe for r in rs)))
+                       unsafe=any(r.unsafe for r in rs), langs=langs))
     return out
 
 
@@ -755,9 +786,11 @@ def write_report(args, rows: list[Row], mode: str, elapsed: float, cmdline: str,
                           for (s, st), (d, n) in lost.items())
         shown = (f" The setups that do not keep the guarantee, run to show what they lose "
                  f"(duplicates reported, not failed): {found}.")
+    langs = sum_languages(rows)
     head = (f"Run {stamp}, {elapsed / 60:.1f} minutes, command:\n\n    {cmdline}\n\n"
             f"{len(rows)} scenario runs: {passed} passed, {failed} failed; {total_ids} ids issued, "
-            f"{dups} duplicates in the scenarios that check for them.{shown}\n")
+            f"{dups} duplicates in the scenarios that check for them.{shown}"
+            + (f" Processes by language: {by_language(langs)}." if langs else "") + "\n")
     body = head + "\n" + "\n".join(f"- {e}" for e in extra) + ("\n\n" if extra else "\n") + table + "\n"
     return body
 
@@ -898,24 +931,30 @@ def main() -> int:
     mode = "long" if args.minutes else "short"
     extra = [f"rounds: {rounds}" if mode == "long" else "one run of every scenario on every store it applies to"]
     extra += scenarios.NOTES
+    order = {sc.name: n for n, sc in enumerate(scenarios.REGISTRY)}
+
+    def joined(lang: str) -> str:
+        """The scenarios in which processes of `lang` ran in this run (from the rows, not a list
+        kept by hand)."""
+        names = sorted({r.scenario for r in rows if r.langs.get(lang, [0])[0]}, key=lambda n: order.get(n, 999))
+        return f"join {', '.join(names)}" if names else "joined no scenario of this run"
     if run.python:
         extra.append("Python wheel processes (`tests/chaos/pyworker.py`, labels ending in `-py`, run with "
                      f"`{Path(run.python).relative_to(ROOT) if str(run.python).startswith(str(ROOT)) else run.python}`) "
-                     "join duplicate-owner-key, store-restarted-empty, network-cut and the 8-process scenarios "
-                     f"on the stores the wheel was built with ({', '.join(sorted(run.py_stores))}), and print "
-                     "the keeper's events, which the harness checks there.")
+                     f"{joined('py')} on the stores the wheel was built with ({', '.join(sorted(run.py_stores))}), "
+                     "and print the keeper's events.")
     else:
         extra.append("Python wheel processes were LEFT OUT: no Python with the cosid wheel was found "
                      "(run scripts/test-python first, or pass --python).")
     if run.cworker:
         extra.append("C library processes (`tests/chaos/cworker.c`, compiled against include/cosid.h and "
-                     "libcosid.so, labels ending in `-c`) join the same scenarios on the stores the library was "
+                     f"libcosid.so, labels ending in `-c`) {joined('c')} on the stores the library was "
                      f"built with ({', '.join(sorted(run.c_stores))}), and print the keeper's events.")
     else:
         extra.append(f"C library processes were LEFT OUT: {run.c_why} (scripts/test-chaos builds it).")
     if run.node:
         extra.append("Node addon processes (`tests/chaos/nodeworker.js` on bindings/node, labels ending in `-node`) "
-                     f"join the 8-process and duplicate-owner-key scenarios on the stores the addon was built with "
+                     f"{joined('node')} on the stores the addon was built with "
                      f"({', '.join(sorted(run.node_stores))}), and print the keeper's events.")
     else:
         extra.append(f"Node addon processes were LEFT OUT: {run.node_why}.")

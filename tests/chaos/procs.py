@@ -33,9 +33,10 @@ class Proc:
     """One `cosid next --follow` process; stdout and stderr go to files in the scenario dir."""
 
     def __init__(self, ctx, label: str, args: list[str], key: str | None, skew: str | None = None,
-                 env: dict[str, str] | None = None, program: list[str] | None = None):
+                 env: dict[str, str] | None = None, program: list[str] | None = None, lang: str = "cli"):
         self.ctx = ctx
         self.label = label
+        self.lang = lang  # "cli", or the binding whose worker `program` is: "c", "py", "node"
         self.key = key
         self.skew = skew
         self.out_path = ctx.dir / f"{label}.out"

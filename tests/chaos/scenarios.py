@@ -508,7 +508,8 @@ def network_slow(ctx):
 
 
 @scenario("etcd-cluster-failover", ["etcd"], store_opts={"cluster": True},
-          procs_note="4, each URL naming the 3 members from a different one",
+          procs_note="3 CLI, one each from the C library, the Python wheel and the Node addon when built; "
+                     "each URL naming the 3 members from a different one",
           why="3-member etcd: the leader SIGKILLed 4s then restarted with its data; the follower most processes "
               "used SIGSTOPped 3.5s; the member most processes used cut off from the other two 3.5s (its clients "
               "still reach it)")
@@ -516,7 +517,7 @@ def etcd_cluster_failover(ctx):
     """A cluster that keeps a quorum through each fault: every process must issue again after
     each one (before the next begins), with no duplicate, whichever member it was talking to."""
     cluster = ctx.server
-    ps = ctx.spawn_many(4)
+    ps = spawn_every_language(ctx)
     ctx.sleep(1.5)
     faults: list[tuple[str, int, int]] = []  # what, start ms, end ms
 
@@ -975,7 +976,8 @@ def tls(ctx):
 
 
 @scenario("redis-cluster-migration", ["redis"], store_opts={"cluster": True},
-          procs_note="6 CLI on one redis+cluster:// URL naming the 3 primaries",
+          procs_note="3 CLI, one each from the C library, the Python wheel and the Node addon when built; "
+                     "one redis+cluster:// URL naming the 3 primaries",
           why="a Redis Cluster of 3 primaries; the namespace's hash slot migrated twice while the processes issue "
               "and renew: ASK while its keys are on the importing node, MOVED once the slot has moved")
 def redis_cluster_migration(ctx):
@@ -984,7 +986,7 @@ def redis_cluster_migration(ctx):
     millisecond) may be shared."""
     group = ctx.server
     slot = group.keyslot(f"cosid:{{{ctx.namespace}}}:slots")
-    ps = [ctx.spawn(f"p{i}") for i in range(6)]
+    ps = spawn_every_language(ctx)
     ctx.sleep(3.0)
     moves = []
     for _ in range(2):
