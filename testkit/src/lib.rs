@@ -648,7 +648,9 @@ fn spawn_tied(mut cmd: Command) -> std::io::Result<Child> {
 }
 
 /// A throwaway CA and a server certificate for 127.0.0.1 and localhost signed by it, in
-/// `dir/tls`; the key readable only by the server's user. Returns the CA's PEM file.
+/// `dir/tls`; the key readable only by the server's user. Returns the CA's PEM file. The
+/// certificate is good for a client too (`clientAuth`): the nodes of a TLS Redis Cluster show
+/// it to each other on the cluster bus.
 fn make_certificates(dir: &Path, owner: Option<(u32, u32)>) -> PathBuf {
     let tls = dir.join("tls");
     std::fs::create_dir_all(&tls).expect("cosid-testkit: tls dir");
@@ -660,7 +662,7 @@ fn make_certificates(dir: &Path, owner: Option<(u32, u32)>) -> PathBuf {
     });
     std::fs::write(
         tls.join("server.ext"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n",
     )
     .expect("cosid-testkit: tls ext");
     let run = |args: &[&str]| {

@@ -4,7 +4,10 @@
 //! loopback ports (client port and cluster bus port both chosen free), each with the password
 //! [`CLUSTER_PASSWORD`] and an append-only file fsynced on every write, gives each a third of the
 //! 16384 hash slots (`CLUSTER ADDSLOTSRANGE`), joins them (`CLUSTER MEET`), and returns once
-//! every node says `cluster_state:ok` and knows the other two.
+//! every node says `cluster_state:ok` and knows the other two. [`RedisCluster::start_tls`]
+//! starts the same cluster serving TLS only (client port, cluster bus and replication), with a
+//! certificate from a throwaway CA; the testkit itself talks to every node through its Unix
+//! socket.
 //!
 //! [`RedisCluster::url`] is the `redis+cluster://` store URL naming every node.
 //! [`RedisCluster::migrate_slot`] moves one hash slot from its owner to the next node the way
@@ -21,8 +24,11 @@
 use super::redis_ha::complete;
 use super::REDIS_SERVER_ARGS;
 use super::{binary, free_port, logs_of, on_port, wait_until, Kind, Spawned, NEXT_ID};
+use super::{make_certificates, register, unregister};
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
@@ -43,6 +49,9 @@ struct Node {
     bus_port: u16,
     /// The node's cluster id (`CLUSTER MYID`).
     node_id: String,
+    /// The node's Unix socket, where the testkit sends it commands in plain text (a TLS node
+    /// has no plain-text port).
+    socket: PathBuf,
     process: Spawned,
 }
 
@@ -51,20 +60,41 @@ impl Node {
         self.process.port
     }
 
-    fn start() -> Node {
+    /// Starts a node; with `tls` (the certificates of [`make_certificates`]) its one client
+    /// port serves TLS only, and so do its cluster bus and replication.
+    fn start(tls: Option<&Tls>) -> Node {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let (port, bus_port) = (free_port(), free_port());
         let dir = std::env::temp_dir().join(format!(
             "cosid-testkit-{}-{id}-cluster-node",
             std::process::id()
         ));
+        let socket = dir.join("redis.sock");
         let process = Spawned::start(
             id,
             dir,
             ("cluster node", port),
             |dir| {
                 let mut cmd = Command::new(binary(Kind::Redis));
-                cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+                cmd.args(["--bind", "127.0.0.1"]);
+                match tls {
+                    None => cmd.args(["--port", &port.to_string()]),
+                    Some(tls) => cmd
+                        .args(["--port", "0", "--tls-port", &port.to_string()])
+                        .args(["--tls-cluster", "yes", "--tls-replication", "yes"])
+                        .arg("--tls-cert-file")
+                        .arg(tls.dir.join("server.crt"))
+                        .arg("--tls-key-file")
+                        .arg(tls.dir.join("server.key"))
+                        .arg("--tls-ca-cert-file")
+                        .arg(&tls.ca)
+                        // Clients show no certificate; the nodes show theirs to each other on
+                        // the bus.
+                        .args(["--tls-auth-clients", "no"]),
+                };
+                cmd.arg("--unixsocket")
+                    .arg(dir.join("redis.sock"))
+                    .args(["--unixsocketperm", "700"])
                     .args(["--cluster-enabled", "yes"])
                     .args(["--cluster-port", &bus_port.to_string()])
                     .args(["--cluster-config-file", "nodes.conf"])
@@ -78,19 +108,72 @@ impl Node {
                     .args(["--masterauth", CLUSTER_PASSWORD]);
                 cmd
             },
-            || command(port, &["PING"]).is_some_and(|r| r.starts_with(b"+PONG")),
+            || on_socket(&socket, &["PING"]).is_some_and(|r| r.starts_with(b"+PONG")),
         );
-        let node_id = text(&command(port, &["CLUSTER", "MYID"]).expect("CLUSTER MYID"))
+        let mut node = Node {
+            bus_port,
+            node_id: String::new(),
+            socket,
+            process,
+        };
+        node.node_id = text(&node.command(&["CLUSTER", "MYID"]).expect("CLUSTER MYID"))
             .lines()
             .nth(1)
             .unwrap_or_default()
             .to_string();
-        assert_eq!(node_id.len(), 40, "cosid-testkit: CLUSTER MYID");
-        Node {
-            bus_port,
-            node_id,
-            process,
+        assert_eq!(node.node_id.len(), 40, "cosid-testkit: CLUSTER MYID");
+        node
+    }
+
+    /// Sends `args` to the node (through its Unix socket); its reply, as [`command`] gives it.
+    fn command(&self, args: &[&str]) -> Option<Vec<u8>> {
+        on_socket(&self.socket, args)
+    }
+
+    /// Sends `args` to the node and panics unless it answers `+OK`.
+    fn ok(&self, args: &[&str]) {
+        let reply = self.command(args);
+        assert!(
+            reply.as_deref().is_some_and(|r| r.starts_with(b"+OK")),
+            "cosid-testkit: {} on port {} answered {:?}",
+            args.first().copied().unwrap_or(""),
+            self.port(),
+            reply.map(|r| text(&r))
+        );
+    }
+}
+
+/// The throwaway CA and the certificate every node of a TLS cluster serves (and shows its
+/// peers on the cluster bus), in a directory removed on drop.
+#[derive(Debug)]
+struct Tls {
+    id: u64,
+    /// Holds `server.crt` and `server.key`.
+    dir: PathBuf,
+    /// The CA's PEM file.
+    ca: PathBuf,
+}
+
+impl Tls {
+    fn make() -> Tls {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let top = std::env::temp_dir().join(format!(
+            "cosid-testkit-{}-{id}-cluster-tls",
+            std::process::id()
+        ));
+        register(id, None, &top);
+        let ca = make_certificates(&top, None);
+        let dir = ca.parent().expect("the CA's directory").to_path_buf();
+        Tls { id, dir, ca }
+    }
+}
+
+impl Drop for Tls {
+    fn drop(&mut self) {
+        if let Some(top) = self.dir.parent() {
+            let _ = std::fs::remove_dir_all(top);
         }
+        unregister(self.id);
     }
 }
 
@@ -98,6 +181,8 @@ impl Node {
 #[derive(Debug)]
 pub struct RedisCluster {
     nodes: Vec<Node>,
+    /// The certificates of a cluster that serves TLS only ([`RedisCluster::start_tls`]).
+    tls: Option<Tls>,
 }
 
 /// A hash slot on its way from one node to another (see [`RedisCluster::begin_migration`]).
@@ -114,7 +199,18 @@ pub struct Migration {
 impl RedisCluster {
     /// Starts three primaries and waits until the cluster serves every hash slot.
     pub fn start() -> RedisCluster {
-        let nodes: Vec<Node> = (0..NODES).map(|_| Node::start()).collect();
+        RedisCluster::start_with(None)
+    }
+
+    /// [`RedisCluster::start`] with nodes that serve TLS only: no plain-text port (`port 0`),
+    /// the client port a `tls-port`, and TLS on the cluster bus and for replication, with a
+    /// certificate for 127.0.0.1 signed by a throwaway CA ([`RedisCluster::tls_ca`]).
+    pub fn start_tls() -> RedisCluster {
+        RedisCluster::start_with(Some(Tls::make()))
+    }
+
+    fn start_with(tls: Option<Tls>) -> RedisCluster {
+        let nodes: Vec<Node> = (0..NODES).map(|_| Node::start(tls.as_ref())).collect();
         let per = 16384 / NODES;
         for (i, n) in nodes.iter().enumerate() {
             let first = i * per;
@@ -123,42 +219,27 @@ impl RedisCluster {
             } else {
                 first + per - 1
             };
-            let reply = command(
-                n.port(),
-                &[
-                    "CLUSTER",
-                    "ADDSLOTSRANGE",
-                    &first.to_string(),
-                    &last.to_string(),
-                ],
-            );
-            assert!(
-                reply.as_deref().is_some_and(|r| r.starts_with(b"+OK")),
-                "cosid-testkit: CLUSTER ADDSLOTSRANGE answered {:?}",
-                reply.map(|r| text(&r))
-            );
+            n.ok(&[
+                "CLUSTER",
+                "ADDSLOTSRANGE",
+                &first.to_string(),
+                &last.to_string(),
+            ]);
         }
         for n in &nodes[1..] {
-            let reply = command(
-                nodes[0].port(),
-                &[
-                    "CLUSTER",
-                    "MEET",
-                    "127.0.0.1",
-                    &n.port().to_string(),
-                    &n.bus_port.to_string(),
-                ],
-            );
-            assert!(
-                reply.as_deref().is_some_and(|r| r.starts_with(b"+OK")),
-                "cosid-testkit: CLUSTER MEET answered {:?}",
-                reply.map(|r| text(&r))
-            );
+            nodes[0].ok(&[
+                "CLUSTER",
+                "MEET",
+                "127.0.0.1",
+                &n.port().to_string(),
+                &n.bus_port.to_string(),
+            ]);
         }
-        let cluster = RedisCluster { nodes };
+        let cluster = RedisCluster { nodes, tls };
         cluster.wait_until("every node serves the cluster and knows the others", || {
             cluster.nodes.iter().all(|n| {
-                let info = command(n.port(), &["CLUSTER", "INFO"])
+                let info = n
+                    .command(&["CLUSTER", "INFO"])
                     .map(|r| text(&r))
                     .unwrap_or_default();
                 info.contains("cluster_state:ok")
@@ -170,17 +251,30 @@ impl RedisCluster {
     }
 
     /// `redis+cluster://` with the password and every node, then `query` (`""` or
-    /// `"?replicas=1"` and the like).
+    /// `"?replicas=1"` and the like); for a TLS cluster `rediss+cluster://` with the CA as
+    /// `cacert=` at the end of the query.
     pub fn url(&self, query: &str) -> String {
         let hosts: Vec<String> = self
             .nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port()))
             .collect();
-        format!(
-            "redis+cluster://:{CLUSTER_PASSWORD}@{}/0{query}",
-            hosts.join(",")
-        )
+        let hosts = hosts.join(",");
+        match &self.tls {
+            None => format!("redis+cluster://:{CLUSTER_PASSWORD}@{hosts}/0{query}"),
+            Some(tls) => {
+                let sep = if query.is_empty() { '?' } else { '&' };
+                format!(
+                    "rediss+cluster://:{CLUSTER_PASSWORD}@{hosts}/0{query}{sep}cacert={}",
+                    percent_encoded(&tls.ca)
+                )
+            }
+        }
+    }
+
+    /// The PEM file of the CA that signed the nodes' certificate ([`RedisCluster::start_tls`]).
+    pub fn tls_ca(&self) -> Option<&Path> {
+        self.tls.as_ref().map(|t| t.ca.as_path())
     }
 
     /// The client ports of the nodes.
@@ -190,14 +284,19 @@ impl RedisCluster {
 
     /// The hash slot of `key`, as the cluster computes it (`CLUSTER KEYSLOT`).
     pub fn keyslot(&self, key: &str) -> u16 {
-        let reply = command(self.nodes[0].port(), &["CLUSTER", "KEYSLOT", key]);
+        let reply = self.nodes[0].command(&["CLUSTER", "KEYSLOT", key]);
         integer(reply.as_deref()).unwrap_or_else(|| panic!("cosid-testkit: CLUSTER KEYSLOT {key}"))
             as u16
     }
 
     /// The port of the node that owns `slot`, as the node on `asked` sees it.
     pub fn owner_seen_by(&self, asked: u16, slot: u16) -> u16 {
-        let nodes = text(&command(asked, &["CLUSTER", "NODES"]).expect("CLUSTER NODES"));
+        let nodes = text(
+            &self
+                .node(asked)
+                .command(&["CLUSTER", "NODES"])
+                .expect("CLUSTER NODES"),
+        );
         for line in nodes.lines() {
             let fields: Vec<&str> = line.split_whitespace().collect();
             let owns = fields.iter().skip(8).any(|range| {
@@ -234,26 +333,10 @@ impl RedisCluster {
             .expect("the owner is a node of the cluster");
         let to = self.nodes[(i + 1) % NODES].port();
         let s = slot.to_string();
-        ok(
-            to,
-            &[
-                "CLUSTER",
-                "SETSLOT",
-                &s,
-                "IMPORTING",
-                &self.node(from).node_id,
-            ],
-        );
-        ok(
-            from,
-            &[
-                "CLUSTER",
-                "SETSLOT",
-                &s,
-                "MIGRATING",
-                &self.node(to).node_id,
-            ],
-        );
+        for (on, state, other) in [(to, "IMPORTING", from), (from, "MIGRATING", to)] {
+            let other = &self.node(other).node_id;
+            self.node(on).ok(&["CLUSTER", "SETSLOT", &s, state, other]);
+        }
         Migration { slot, from, to }
     }
 
@@ -263,7 +346,9 @@ impl RedisCluster {
         let s = m.slot.to_string();
         let mut moved = 0;
         loop {
-            let reply = command(m.from, &["CLUSTER", "GETKEYSINSLOT", &s, "100"])
+            let reply = self
+                .node(m.from)
+                .command(&["CLUSTER", "GETKEYSINSLOT", &s, "100"])
                 .expect("CLUSTER GETKEYSINSLOT");
             let keys: Vec<String> = text(&reply)
                 .lines()
@@ -295,7 +380,7 @@ impl RedisCluster {
             "KEYS",
         ];
         args.extend_from_slice(keys);
-        ok(m.from, &args);
+        self.node(m.from).ok(&args);
     }
 
     /// Ends the migration: `CLUSTER SETSLOT slot NODE target` on the target, the old owner and
@@ -310,7 +395,8 @@ impl RedisCluster {
                 .filter(|p| *p != m.to && *p != m.from),
         );
         for port in order {
-            ok(port, &["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
+            self.node(port)
+                .ok(&["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
         }
         self.wait_until("every node names the new owner of the slot", || {
             self.nodes
@@ -330,7 +416,8 @@ impl RedisCluster {
     /// Kills the node on `port` with `SIGKILL` (the other nodes keep naming it as the owner of
     /// its slots until the cluster's node timeout, 30 s, passes).
     pub fn kill_node(&self, port: u16) {
-        let pid = self.node(port).process.child.id();
+        let node = self.node(port);
+        let pid = node.process.child.id();
         // The child is reaped when the node is dropped.
         unsafe {
             libc::kill(pid as libc::pid_t, libc::SIGKILL);
@@ -338,7 +425,7 @@ impl RedisCluster {
         wait_until(
             &format!("node {port} stops answering"),
             Duration::from_millis(20),
-            || command(port, &["PING"]).is_none(),
+            || node.command(&["PING"]).is_none(),
             String::new,
         );
     }
@@ -346,7 +433,12 @@ impl RedisCluster {
     /// How many `ASK` or `MOVED` (`code`) replies the node on `port` has sent since it started
     /// (`INFO errorstats`).
     pub fn redirections(&self, port: u16, code: &str) -> u64 {
-        let info = text(&command(port, &["INFO", "errorstats"]).expect("INFO errorstats"));
+        let info = text(
+            &self
+                .node(port)
+                .command(&["INFO", "errorstats"])
+                .expect("INFO errorstats"),
+        );
         info.lines()
             .find_map(|l| l.strip_prefix(&format!("errorstat_{code}:count=")))
             .and_then(|n| n.trim().parse().ok())
@@ -378,17 +470,6 @@ pub fn shared_redis_cluster_url() -> String {
     CLUSTER.get_or_init(RedisCluster::start).url("")
 }
 
-/// Sends `args` to the node on `port` and panics unless it answers `+OK`.
-fn ok(port: u16, args: &[&str]) {
-    let reply = command(port, args);
-    assert!(
-        reply.as_deref().is_some_and(|r| r.starts_with(b"+OK")),
-        "cosid-testkit: {} on port {port} answered {:?}",
-        args.first().copied().unwrap_or(""),
-        reply.map(|r| text(&r))
-    );
-}
-
 fn text(reply: &[u8]) -> String {
     String::from_utf8_lossy(reply).into_owned()
 }
@@ -399,13 +480,33 @@ fn integer(reply: Option<&[u8]>) -> Option<i64> {
     t.strip_prefix(':')?.trim_end().parse().ok()
 }
 
-/// Sends `AUTH` with [`CLUSTER_PASSWORD`] and then one command to the node on `port`, and
-/// returns the command's whole reply (raw RESP), or `None` when the node cannot be reached or
-/// does not answer within a few seconds.
+/// The `rediss+cluster://` URL (with `cacert=`) of this test binary's shared TLS cluster
+/// ([`RedisCluster::start_tls`], started on first use).
+pub fn shared_redis_cluster_tls_url() -> String {
+    static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
+    CLUSTER.get_or_init(RedisCluster::start_tls).url("")
+}
+
+/// Sends `AUTH` with [`CLUSTER_PASSWORD`] and then one command to the node on `port` (in plain
+/// text: not to a node of [`RedisCluster::start_tls`]), and returns the command's whole reply
+/// (raw RESP), or `None` when the node cannot be reached or does not answer within a few
+/// seconds.
 pub fn command(port: u16, args: &[&str]) -> Option<Vec<u8>> {
     let addr = ([127, 0, 0, 1], port).into();
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    let s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
     s.set_read_timeout(Some(Duration::from_millis(5000))).ok()?;
+    exchange(s, args)
+}
+
+/// [`command`] through the Unix socket at `path`.
+fn on_socket(path: &Path, args: &[&str]) -> Option<Vec<u8>> {
+    let s = UnixStream::connect(path).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(5000))).ok()?;
+    exchange(s, args)
+}
+
+/// Sends `AUTH` and `args` on `s`; the reply to `args`.
+fn exchange(mut s: impl Read + Write, args: &[&str]) -> Option<Vec<u8>> {
     let mut req = Vec::new();
     for cmd in [&["AUTH", CLUSTER_PASSWORD][..], args] {
         req.extend_from_slice(format!("*{}\r\n", cmd.len()).as_bytes());
@@ -428,6 +529,21 @@ pub fn command(port: u16, args: &[&str]) -> Option<Vec<u8>> {
         }
         got.extend_from_slice(&buf[..n]);
     }
+}
+
+/// `path` as a URL query value: every byte but letters, digits and `/-_.` as `%XX`.
+fn percent_encoded(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    path.as_os_str()
+        .as_bytes()
+        .iter()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' => {
+                char::from(*b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 #[cfg(test)]
