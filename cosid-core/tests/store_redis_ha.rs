@@ -9,7 +9,12 @@
 //!   window is not used; once a replica is back the holder renews (reading the write that may
 //!   have landed on the primary);
 //! - a runtime keeps its window (its ceiling does not move) while no replica acknowledges;
-//! - sentinels with a password (`sentinel_password=`); credentials in a sentinel URL never show.
+//! - sentinels with a password (`sentinel_password=`); credentials in a sentinel URL never show;
+//! - the same group serving TLS only (`RedisHa::start_tls`: `port 0`, a `tls-port` on every
+//!   data node and sentinel, `tls-replication yes`, a certificate from a throwaway CA): the
+//!   conformance suite through `rediss+sentinel://…?replicas=1&cacert=CA`, a killed primary
+//!   through TLS as above, and a certificate the URL gives no CA for, or sentinels without TLS,
+//!   refused with a `Store` error naming the fix.
 //!
 //! Run with `cargo test -p cosid-core --features redis --test store_redis_ha`. No test asserts
 //! on timing: waits are bounded and fail the test with the last error when they run out.
@@ -80,7 +85,7 @@ fn wait_for(what: &str, done: impl Fn() -> bool) {
 /// is disjoint from the others on its slot, also across a release and a new holder afterwards.
 #[test]
 fn a_killed_primary_keeps_every_lease_and_windows_stay_disjoint() {
-    holders_through_a_failover("?replicas=1", RedisHa::kill_primary);
+    holders_through_a_failover(RedisHa::start(2), "?replicas=1", RedisHa::kill_primary);
 }
 
 /// The same through `SENTINEL FAILOVER`, which leaves the old primary running until the
@@ -89,13 +94,24 @@ fn a_killed_primary_keeps_every_lease_and_windows_stay_disjoint() {
 /// a replica has been promoted away from it.
 #[test]
 fn a_sentinel_failover_keeps_every_lease_and_windows_stay_disjoint() {
-    holders_through_a_failover("?replicas=2", RedisHa::failover);
+    holders_through_a_failover(RedisHa::start(2), "?replicas=2", RedisHa::failover);
 }
 
-/// Four holders renew through the sentinel URL with `query` while `fail` makes the group fail
-/// over (returning the old primary's port); see the two tests above.
-fn holders_through_a_failover(query: &str, fail: fn(&RedisHa) -> u16) {
-    let ha = RedisHa::start(2);
+/// The killed primary of the first test, in a group that serves TLS only: the holders reach
+/// the sentinels and both primaries through `rediss+sentinel://…&cacert=`, and the new primary
+/// is read through `rediss://…?cacert=`.
+#[test]
+fn a_killed_primary_over_tls_keeps_every_lease_and_windows_stay_disjoint() {
+    holders_through_a_failover(
+        RedisHa::start_tls(2, Duration::from_secs(1)),
+        "?replicas=1",
+        RedisHa::kill_primary,
+    );
+}
+
+/// Four holders renew through the sentinel URL of `ha` with `query` while `fail` makes the
+/// group fail over (returning the old primary's port); see the tests above.
+fn holders_through_a_failover(ha: RedisHa, query: &str, fail: fn(&RedisHa) -> u16) {
     let url = ha.sentinel_url(query);
     let ns = unique_namespace("failover");
     // Leases outlive the failover (a few seconds) many times over.
@@ -439,4 +455,62 @@ fn an_unknown_master_name_is_a_store_error_naming_it() {
     let store = open(&url, Duration::from_secs(2)).expect("open");
     let e = store.snapshot("x").expect_err("no such master");
     assert_store_error(&e, &["knows no master named 'no-such-master'"]);
+}
+
+/// The TLS group the TLS conformance suite runs on (sentinels slow to fail over, as
+/// [`shared_group`]).
+fn shared_tls_group() -> &'static RedisHa {
+    static GROUP: OnceLock<RedisHa> = OnceLock::new();
+    GROUP.get_or_init(|| RedisHa::start_tls(2, Duration::from_secs(30)))
+}
+
+/// The conformance suite through `rediss+sentinel://…?replicas=1&cacert=CA`: TLS to the
+/// sentinels and to the master they name, and between the primary and its replicas.
+mod tls {
+    crate::network_conformance_suite!(
+        cosid_core::store::redis::RedisStore,
+        super::shared_tls_group().sentinel_url("?replicas=1")
+    );
+}
+
+/// A TLS group reached without its CA (the system's roots do not know it) is a `Store` error
+/// naming the sentinel and `cacert=`; sentinels without TLS reached through
+/// `rediss+sentinel://` are one naming the scheme to use.
+#[test]
+fn tls_sentinels_refuse_an_unknown_ca_and_plain_ones_a_tls_url_naming_the_fix() {
+    let group = shared_tls_group();
+    let url = group.sentinel_url("");
+    let (without_ca, _) = url.split_once("?cacert=").expect("the URL gives the CA");
+    let e = open(without_ca, Duration::from_secs(2))
+        .expect("open")
+        .snapshot("tls")
+        .expect_err("an unknown CA");
+    assert_store_error(
+        &e,
+        &[
+            &format!("sentinel 127.0.0.1:{}", group.sentinel_ports()[0]),
+            "certificate",
+            "rediss+sentinel://…?cacert=/path/ca.pem",
+        ],
+    );
+
+    let (_, ca) = url.split_once('?').expect("a query");
+    let plain = format!(
+        "{}?{ca}",
+        shared_group()
+            .sentinel_url("")
+            .replace("redis+sentinel://", "rediss+sentinel://")
+    );
+    // Sentinels without TLS never answer the handshake: each gets its share of the bound.
+    let e = open(&plain, Duration::from_secs(1))
+        .expect("open")
+        .snapshot("tls")
+        .expect_err("sentinels without TLS");
+    assert_store_error(
+        &e,
+        &[
+            &format!("sentinel 127.0.0.1:{}", shared_group().sentinel_ports()[0]),
+            "use redis+sentinel:// for a server without TLS",
+        ],
+    );
 }

@@ -21,13 +21,10 @@
 //! followed. Every process is tied to this one (see the crate documentation) and killed on drop;
 //! every wait is bounded.
 
-use super::redis_ha::complete;
-use super::REDIS_SERVER_ARGS;
+use super::redis_ha::{exchange, on_socket};
 use super::{binary, free_port, logs_of, on_port, wait_until, Kind, Spawned, NEXT_ID};
-use super::{make_certificates, register, unregister};
-use std::io::{Read, Write};
+use super::{percent_encoded, redis_tls_args, Tls, REDIS_SERVER_ARGS};
 use std::net::TcpStream;
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::Ordering;
@@ -79,18 +76,10 @@ impl Node {
                 cmd.args(["--bind", "127.0.0.1"]);
                 match tls {
                     None => cmd.args(["--port", &port.to_string()]),
-                    Some(tls) => cmd
-                        .args(["--port", "0", "--tls-port", &port.to_string()])
-                        .args(["--tls-cluster", "yes", "--tls-replication", "yes"])
-                        .arg("--tls-cert-file")
-                        .arg(tls.dir.join("server.crt"))
-                        .arg("--tls-key-file")
-                        .arg(tls.dir.join("server.key"))
-                        .arg("--tls-ca-cert-file")
-                        .arg(&tls.ca)
-                        // Clients show no certificate; the nodes show theirs to each other on
-                        // the bus.
-                        .args(["--tls-auth-clients", "no"]),
+                    Some(tls) => {
+                        redis_tls_args(&mut cmd, port, &tls.dir, &tls.ca);
+                        cmd.args(["--tls-cluster", "yes"])
+                    }
                 };
                 cmd.arg("--unixsocket")
                     .arg(dir.join("redis.sock"))
@@ -108,7 +97,10 @@ impl Node {
                     .args(["--masterauth", CLUSTER_PASSWORD]);
                 cmd
             },
-            || on_socket(&socket, &["PING"]).is_some_and(|r| r.starts_with(b"+PONG")),
+            || {
+                on_socket(&socket, Some(CLUSTER_PASSWORD), &["PING"])
+                    .is_some_and(|r| r.starts_with(b"+PONG"))
+            },
         );
         let mut node = Node {
             bus_port,
@@ -127,7 +119,7 @@ impl Node {
 
     /// Sends `args` to the node (through its Unix socket); its reply, as [`command`] gives it.
     fn command(&self, args: &[&str]) -> Option<Vec<u8>> {
-        on_socket(&self.socket, args)
+        on_socket(&self.socket, Some(CLUSTER_PASSWORD), args)
     }
 
     /// Sends `args` to the node and panics unless it answers `+OK`.
@@ -140,40 +132,6 @@ impl Node {
             self.port(),
             reply.map(|r| text(&r))
         );
-    }
-}
-
-/// The throwaway CA and the certificate every node of a TLS cluster serves (and shows its
-/// peers on the cluster bus), in a directory removed on drop.
-#[derive(Debug)]
-struct Tls {
-    id: u64,
-    /// Holds `server.crt` and `server.key`.
-    dir: PathBuf,
-    /// The CA's PEM file.
-    ca: PathBuf,
-}
-
-impl Tls {
-    fn make() -> Tls {
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        let top = std::env::temp_dir().join(format!(
-            "cosid-testkit-{}-{id}-cluster-tls",
-            std::process::id()
-        ));
-        register(id, None, &top);
-        let ca = make_certificates(&top, None);
-        let dir = ca.parent().expect("the CA's directory").to_path_buf();
-        Tls { id, dir, ca }
-    }
-}
-
-impl Drop for Tls {
-    fn drop(&mut self) {
-        if let Some(top) = self.dir.parent() {
-            let _ = std::fs::remove_dir_all(top);
-        }
-        unregister(self.id);
     }
 }
 
@@ -206,7 +164,7 @@ impl RedisCluster {
     /// the client port a `tls-port`, and TLS on the cluster bus and for replication, with a
     /// certificate for 127.0.0.1 signed by a throwaway CA ([`RedisCluster::tls_ca`]).
     pub fn start_tls() -> RedisCluster {
-        RedisCluster::start_with(Some(Tls::make()))
+        RedisCluster::start_with(Some(Tls::make("cluster")))
     }
 
     fn start_with(tls: Option<Tls>) -> RedisCluster {
@@ -495,55 +453,7 @@ pub fn command(port: u16, args: &[&str]) -> Option<Vec<u8>> {
     let addr = ([127, 0, 0, 1], port).into();
     let s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
     s.set_read_timeout(Some(Duration::from_millis(5000))).ok()?;
-    exchange(s, args)
-}
-
-/// [`command`] through the Unix socket at `path`.
-fn on_socket(path: &Path, args: &[&str]) -> Option<Vec<u8>> {
-    let s = UnixStream::connect(path).ok()?;
-    s.set_read_timeout(Some(Duration::from_millis(5000))).ok()?;
-    exchange(s, args)
-}
-
-/// Sends `AUTH` and `args` on `s`; the reply to `args`.
-fn exchange(mut s: impl Read + Write, args: &[&str]) -> Option<Vec<u8>> {
-    let mut req = Vec::new();
-    for cmd in [&["AUTH", CLUSTER_PASSWORD][..], args] {
-        req.extend_from_slice(format!("*{}\r\n", cmd.len()).as_bytes());
-        for a in cmd {
-            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-        }
-    }
-    s.write_all(&req).ok()?;
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        if let Some(first) = complete(&got) {
-            if let Some(second) = complete(&got[first..]) {
-                return Some(got[first..first + second].to_vec());
-            }
-        }
-        let n = s.read(&mut buf).ok()?;
-        if n == 0 {
-            return None;
-        }
-        got.extend_from_slice(&buf[..n]);
-    }
-}
-
-/// `path` as a URL query value: every byte but letters, digits and `/-_.` as `%XX`.
-fn percent_encoded(path: &Path) -> String {
-    use std::os::unix::ffi::OsStrExt;
-    path.as_os_str()
-        .as_bytes()
-        .iter()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' => {
-                char::from(*b).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    exchange(s, Some(CLUSTER_PASSWORD), args)
 }
 
 #[cfg(test)]

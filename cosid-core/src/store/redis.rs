@@ -531,7 +531,11 @@ fn tls_fix(text: &str, tls: bool, form: &str) -> String {
         )
     } else if tls && (said.contains("corrupt message") || said.contains("invalidcontenttype")) {
         format!("; the server does not speak TLS on that port: use {form} for a server without TLS")
-    } else if tls && (said.contains("timed out") || said.contains("no connection within")) {
+    } else if tls
+        && ["timed out", "no connection within", "no master within"]
+            .iter()
+            .any(|w| said.contains(w))
+    {
         format!(
             "; a server that does not speak TLS on that port never answers the TLS handshake: \
              use {form} for a server without TLS"
@@ -1144,9 +1148,11 @@ impl Shared {
                 )
             }
         };
-        // Each sentinel gets an equal share of the bound, so one that hangs leaves time to ask
-        // the next.
-        let share = timeout / u32::try_from(sentinels.len()).unwrap_or(u32::MAX).max(1);
+        // Each sentinel gets an equal share of 9/10 of the bound, so one that hangs leaves time
+        // to ask the next, and when none answers the error naming why each failed comes within
+        // the bound (not the bare timeout of the bound).
+        let share =
+            timeout.mul_f64(0.9) / u32::try_from(sentinels.len()).unwrap_or(u32::MAX).max(1);
         let mut why = Vec::new();
         for sentinel in sentinels {
             let addr = sentinel.addr().to_string();
@@ -1206,10 +1212,11 @@ impl Shared {
             match tokio::time::timeout(share, step).await {
                 Ok(Ok(conn)) => return Ok(conn),
                 Ok(Err(e)) => why.push(e),
-                Err(_) => why.push(format!(
-                    "sentinel {addr}: no master within {} ms",
-                    share.as_millis()
-                )),
+                Err(_) => {
+                    let late = format!("no master within {} ms", share.as_millis());
+                    let fix = tls_fix(&late, *scheme == "rediss", "redis+sentinel://");
+                    why.push(format!("sentinel {addr}: {late}{fix}"));
+                }
             }
         }
         Err(format!(
