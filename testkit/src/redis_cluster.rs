@@ -157,20 +157,30 @@ pub struct Migration {
 impl RedisCluster {
     /// Starts three primaries and waits until the cluster serves every hash slot.
     pub fn start() -> RedisCluster {
-        RedisCluster::start_with(None)
+        RedisCluster::start_with(None, 0)
+    }
+
+    /// [`RedisCluster::start`] with `replicas` replicas of each primary (`CLUSTER REPLICATE`),
+    /// waiting until every replica streams from its primary. The other nodes keep naming a
+    /// killed primary as the owner of its slots (the node timeout is long) until
+    /// [`RedisCluster::fail_over`] promotes one of its replicas.
+    pub fn start_with_replicas(replicas: usize) -> RedisCluster {
+        RedisCluster::start_with(None, replicas)
     }
 
     /// [`RedisCluster::start`] with nodes that serve TLS only: no plain-text port (`port 0`),
     /// the client port a `tls-port`, and TLS on the cluster bus and for replication, with a
     /// certificate for 127.0.0.1 signed by a throwaway CA ([`RedisCluster::tls_ca`]).
     pub fn start_tls() -> RedisCluster {
-        RedisCluster::start_with(Some(Tls::make("cluster")))
+        RedisCluster::start_with(Some(Tls::make("cluster")), 0)
     }
 
-    fn start_with(tls: Option<Tls>) -> RedisCluster {
-        let nodes: Vec<Node> = (0..NODES).map(|_| Node::start(tls.as_ref())).collect();
+    /// The primaries are the first [`NODES`] nodes, then `replicas` of each in turn.
+    fn start_with(tls: Option<Tls>, replicas: usize) -> RedisCluster {
+        let all = NODES * (1 + replicas);
+        let nodes: Vec<Node> = (0..all).map(|_| Node::start(tls.as_ref())).collect();
         let per = 16384 / NODES;
-        for (i, n) in nodes.iter().enumerate() {
+        for (i, n) in nodes[..NODES].iter().enumerate() {
             let first = i * per;
             let last = if i + 1 == NODES {
                 16383
@@ -201,14 +211,23 @@ impl RedisCluster {
                     .map(|r| text(&r))
                     .unwrap_or_default();
                 info.contains("cluster_state:ok")
-                    && info.contains(&format!("cluster_known_nodes:{NODES}"))
+                    && info.contains(&format!("cluster_known_nodes:{all}"))
                     && info.contains("cluster_slots_assigned:16384")
+            })
+        });
+        for (i, n) in cluster.nodes[NODES..].iter().enumerate() {
+            n.ok(&["CLUSTER", "REPLICATE", &cluster.nodes[i % NODES].node_id]);
+        }
+        cluster.wait_until("every replica streams from its primary", || {
+            cluster.nodes[NODES..].iter().all(|n| {
+                n.command(&["INFO", "replication"])
+                    .is_some_and(|r| text(&r).contains("master_link_status:up"))
             })
         });
         cluster
     }
 
-    /// `redis+cluster://` with the password and every node, then `query` (`""` or
+    /// `redis+cluster://` with the password and every node (replicas too), then `query` (`""` or
     /// `"?replicas=1"` and the like); for a TLS cluster `rediss+cluster://` with the CA as
     /// `cacert=` at the end of the query.
     pub fn url(&self, query: &str) -> String {
@@ -274,9 +293,50 @@ impl RedisCluster {
         panic!("cosid-testkit: no node owns hash slot {slot} in CLUSTER NODES:\n{nodes}");
     }
 
-    /// The port of the node that owns `slot` (as its first node sees it).
+    /// The port of the node that owns `slot` (as the first node that answers sees it).
     pub fn owner(&self, slot: u16) -> u16 {
-        self.owner_seen_by(self.nodes[0].port(), slot)
+        let asked = self
+            .nodes
+            .iter()
+            .find(|n| n.command(&["PING"]).is_some())
+            .expect("cosid-testkit: no node of the cluster answers");
+        self.owner_seen_by(asked.port(), slot)
+    }
+
+    /// Fails over the shard that owns `slot`: kills its primary with `SIGKILL`, then has one of
+    /// its replicas take over (`CLUSTER FAILOVER FORCE`: the other primaries vote without
+    /// waiting for the node timeout), and waits until every running node names that replica
+    /// as the owner of `slot`. Returns the ports of the old primary and of the new one.
+    pub fn fail_over(&self, slot: u16) -> (u16, u16) {
+        let old = self.owner(slot);
+        let old_id = &self.node(old).node_id;
+        let replica = self
+            .nodes
+            .iter()
+            .find(|n| self.replica_of(n.port()).as_deref() == Some(old_id.as_str()))
+            .unwrap_or_else(|| panic!("cosid-testkit: the primary on port {old} has no replica"))
+            .port();
+        self.kill_node(old);
+        self.node(replica).ok(&["CLUSTER", "FAILOVER", "FORCE"]);
+        self.wait_until("every running node names the promoted replica", || {
+            self.nodes
+                .iter()
+                .filter(|n| n.port() != old && n.command(&["PING"]).is_some())
+                .all(|n| self.owner_seen_by(n.port(), slot) == replica)
+        });
+        (old, replica)
+    }
+
+    /// The id of the primary the node on `port` replicates, as it says itself (`CLUSTER
+    /// NODES`, its `myself` line), or `None` for a primary.
+    fn replica_of(&self, port: u16) -> Option<String> {
+        let nodes = text(&self.node(port).command(&["CLUSTER", "NODES"])?);
+        let line = nodes.lines().find(|l| l.contains("myself"))?;
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields
+            .get(3)
+            .filter(|id| **id != "-")
+            .map(|id| id.to_string())
     }
 
     /// Starts moving `slot` from its owner to the next node: `CLUSTER SETSLOT slot IMPORTING`
