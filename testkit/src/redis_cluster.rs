@@ -59,7 +59,8 @@ impl Node {
 
     /// Starts a node; with `tls` (the certificates of [`make_certificates`]) its one client
     /// port serves TLS only, and so do its cluster bus and replication.
-    fn start(tls: Option<&Tls>) -> Node {
+    /// `node_timeout_ms` is the `cluster-node-timeout`.
+    fn start(tls: Option<&Tls>, node_timeout_ms: u32) -> Node {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let (port, bus_port) = (free_port(), free_port());
         let dir = std::env::temp_dir().join(format!(
@@ -87,9 +88,7 @@ impl Node {
                     .args(["--cluster-enabled", "yes"])
                     .args(["--cluster-port", &bus_port.to_string()])
                     .args(["--cluster-config-file", "nodes.conf"])
-                    // Long: no test fails a node over, and a killed node must stay named as the
-                    // owner by the others for as long as a test looks.
-                    .args(["--cluster-node-timeout", "30000"])
+                    .args(["--cluster-node-timeout", &node_timeout_ms.to_string()])
                     .arg("--dir")
                     .arg(dir)
                     .args(REDIS_SERVER_ARGS)
@@ -178,7 +177,14 @@ impl RedisCluster {
     /// The primaries are the first [`NODES`] nodes, then `replicas` of each in turn.
     fn start_with(tls: Option<Tls>, replicas: usize) -> RedisCluster {
         let all = NODES * (1 + replicas);
-        let nodes: Vec<Node> = (0..all).map(|_| Node::start(tls.as_ref())).collect();
+        // Without replicas, long: no test fails a node over, and a killed node must stay named
+        // as the owner by the others for as long as a test looks. With replicas, short enough
+        // that the cluster's own failover (and a second election, which waits twice the
+        // timeout) fits in a test when the one `fail_over` asks for does not go through.
+        let node_timeout_ms = if replicas == 0 { 30_000 } else { 5_000 };
+        let nodes: Vec<Node> = (0..all)
+            .map(|_| Node::start(tls.as_ref(), node_timeout_ms))
+            .collect();
         let per = 16384 / NODES;
         for (i, n) in nodes[..NODES].iter().enumerate() {
             let first = i * per;
@@ -222,6 +228,23 @@ impl RedisCluster {
             cluster.nodes[NODES..].iter().all(|n| {
                 n.command(&["INFO", "replication"])
                     .is_some_and(|r| text(&r).contains("master_link_status:up"))
+            })
+        });
+        // A primary that still takes a replica for a primary refuses it its vote in a failover
+        // ("it is a master node"): every node must have heard of every replica.
+        cluster.wait_until("every node knows every replica as one", || {
+            cluster.nodes.iter().all(|n| {
+                n.command(&["CLUSTER", "NODES"]).is_some_and(|r| {
+                    let replicas_seen = text(&r)
+                        .lines()
+                        .filter(|l| {
+                            l.split_whitespace()
+                                .nth(2)
+                                .is_some_and(|f| f.contains("slave"))
+                        })
+                        .count();
+                    replicas_seen == all - NODES
+                })
             })
         });
         cluster
@@ -305,8 +328,10 @@ impl RedisCluster {
 
     /// Fails over the shard that owns `slot`: kills its primary with `SIGKILL`, then has one of
     /// its replicas take over (`CLUSTER FAILOVER FORCE`: the other primaries vote without
-    /// waiting for the node timeout), and waits until every running node names that replica
-    /// as the owner of `slot`. Returns the ports of the old primary and of the new one.
+    /// waiting for the node timeout; should that election fail, the cluster fails the shard
+    /// over itself once the node timeout, 5 s, has passed), and waits until every running node
+    /// names the same new owner of `slot`. Returns the ports of the old primary and of the new
+    /// one.
     pub fn fail_over(&self, slot: u16) -> (u16, u16) {
         let old = self.owner(slot);
         let old_id = &self.node(old).node_id;
@@ -318,13 +343,20 @@ impl RedisCluster {
             .port();
         self.kill_node(old);
         self.node(replica).ok(&["CLUSTER", "FAILOVER", "FORCE"]);
-        self.wait_until("every running node names the promoted replica", || {
-            self.nodes
+        let mut new = None;
+        self.wait_until("every running node names the same promoted replica", || {
+            let owners: Vec<u16> = self
+                .nodes
                 .iter()
                 .filter(|n| n.port() != old && n.command(&["PING"]).is_some())
-                .all(|n| self.owner_seen_by(n.port(), slot) == replica)
+                .map(|n| self.owner_seen_by(n.port(), slot))
+                .collect();
+            new = owners.first().copied().filter(|o| {
+                *o != old && owners.iter().all(|x| x == o) && self.replica_of(*o).is_none()
+            });
+            new.is_some()
         });
-        (old, replica)
+        (old, new.expect("set when the wait ended"))
     }
 
     /// The id of the primary the node on `port` replicates, as it says itself (`CLUSTER
