@@ -1,7 +1,8 @@
 //! `redis://` and `rediss://` (TLS): the slot store in Redis (or Valkey); `redis+sentinel://`
 //! and `rediss+sentinel://`: the same on the master that Redis Sentinel names;
 //! `redis+cluster://` and `rediss+cluster://`: on a Redis Cluster, following its redirections
-//! (`redis_cluster.rs`).
+//! (`redis_cluster.rs`). With TLS, `?cacert=/path/ca.pem` names the CA that verifies the
+//! servers (every sentinel and node too) in place of the system's roots.
 //!
 //! Each primitive is one Lua script, run atomically by the server in one round trip
 //! (`EVALSHA`, falling back to `EVAL` once after a server restart emptied its script cache). The
@@ -737,9 +738,9 @@ impl RedisStore {
     /// Opens the store `url` (`redis://[user:password@]host[:port][/db]`, `rediss://…`, or
     /// `redis+sentinel://[user:password@]sentinel[:port][,…]/MASTERNAME[/db]`, or
     /// `redis+cluster://[user:password@]node[:port][,…][/0]`, each with
-    /// `?replicas=N[&wait_timeout_ms=M]`) with the default 2 s bound on connecting and on every
-    /// operation. Connects lazily: a server that is down now gives `Store` errors from the
-    /// operations, not from here.
+    /// `?replicas=N[&wait_timeout_ms=M]`, and with TLS `&cacert=/path/ca.pem`) with the default
+    /// 2 s bound on connecting and on every operation. Connects lazily: a server that is down
+    /// now gives `Store` errors from the operations, not from here.
     pub fn open(url: &StoreUrl) -> Result<Arc<RedisStore>> {
         Self::open_with_timeout(url, DEFAULT_TIMEOUT)
     }
