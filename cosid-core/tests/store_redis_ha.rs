@@ -9,7 +9,12 @@
 //!   window is not used; once a replica is back the holder renews (reading the write that may
 //!   have landed on the primary);
 //! - a runtime keeps its window (its ceiling does not move) while no replica acknowledges;
-//! - sentinels with a password (`sentinel_password=`); credentials in a sentinel URL never show.
+//! - sentinels with a password (`sentinel_password=`); credentials in a sentinel URL never show;
+//! - the same group serving TLS only (`RedisHa::start_tls`: `port 0`, a `tls-port` on every
+//!   data node and sentinel, `tls-replication yes`, a certificate from a throwaway CA): the
+//!   conformance suite through `rediss+sentinel://…?replicas=1&cacert=CA`, a killed primary
+//!   through TLS as above, and a certificate the URL gives no CA for, or sentinels without TLS,
+//!   refused with a `Store` error naming the fix.
 //!
 //! Run with `cargo test -p cosid-core --features redis --test store_redis_ha`. No test asserts
 //! on timing: waits are bounded and fail the test with the last error when they run out.
@@ -17,26 +22,23 @@
 #![cfg(feature = "redis")]
 
 mod conformance;
+mod failover;
 mod network;
 
 use conformance::{acquire, client, request, unique_namespace, LONG};
-use cosid_core::lease::invariants::{self, Holder, Step};
-use cosid_core::lease::{AcquireRequest, Owner, Renewal, SlotLease, SlotRecord, Terms};
+use cosid_core::lease::invariants::{self, Step};
+use cosid_core::lease::{Owner, Renewal, SlotRecord};
 use cosid_core::store::redis::RedisStore;
 use cosid_core::store::SharedStore;
-use cosid_core::{ErrorKind, Result};
+use cosid_core::ErrorKind;
 use cosid_testkit::redis_ha::RedisHa;
+use failover::{eventually, holders_through_a_failover, wait_for};
 use network::assert_store_error;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A password that must never show.
 const SECRET: &str = "Sup3r-s3cret-pw";
-
-/// The longest any wait of these tests may take.
-const BOUND: Duration = Duration::from_secs(90);
 
 /// The group the conformance suite runs on. Its sentinels wait 30 s before they think the
 /// primary is down, so a loaded machine does not make them fail over under the suite.
@@ -47,31 +49,6 @@ fn shared_group() -> &'static RedisHa {
 
 network_conformance_suite!(RedisStore, shared_group().sentinel_url("?replicas=1"));
 
-/// Calls `f` until it gives `Ok` (every 100 ms, for at most [`BOUND`]); errors on the way must be
-/// `Store` errors (the store unreachable or failing over).
-fn eventually<T>(what: &str, mut f: impl FnMut() -> Result<T>) -> T {
-    let deadline = Instant::now() + BOUND;
-    loop {
-        match f() {
-            Ok(v) => return v,
-            Err(e) => {
-                assert_eq!(e.kind(), ErrorKind::Store, "{what}: {e}");
-                assert!(Instant::now() < deadline, "{what}: still failing: {e}");
-                thread::sleep(Duration::from_millis(100));
-            }
-        }
-    }
-}
-
-/// Waits (bounded by [`BOUND`]) until `done` holds.
-fn wait_for(what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + BOUND;
-    while !done() {
-        assert!(Instant::now() < deadline, "not within {BOUND:?}: {what}");
-        thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// Four holders, each with a store handle of its own, renew through the sentinel URL with
 /// `replicas=1` while the primary is killed. Renewals fail while the sentinels fail over, then
 /// go on against the promoted replica: no holder loses its lease (every renewal that counted
@@ -80,7 +57,7 @@ fn wait_for(what: &str, done: impl Fn() -> bool) {
 /// is disjoint from the others on its slot, also across a release and a new holder afterwards.
 #[test]
 fn a_killed_primary_keeps_every_lease_and_windows_stay_disjoint() {
-    holders_through_a_failover("?replicas=1", RedisHa::kill_primary);
+    through_a_failover(RedisHa::start(2), "?replicas=1", RedisHa::kill_primary);
 }
 
 /// The same through `SENTINEL FAILOVER`, which leaves the old primary running until the
@@ -89,128 +66,29 @@ fn a_killed_primary_keeps_every_lease_and_windows_stay_disjoint() {
 /// a replica has been promoted away from it.
 #[test]
 fn a_sentinel_failover_keeps_every_lease_and_windows_stay_disjoint() {
-    holders_through_a_failover("?replicas=2", RedisHa::failover);
+    through_a_failover(RedisHa::start(2), "?replicas=2", RedisHa::failover);
 }
 
-/// Four holders renew through the sentinel URL with `query` while `fail` makes the group fail
-/// over (returning the old primary's port); see the two tests above.
-fn holders_through_a_failover(query: &str, fail: fn(&RedisHa) -> u16) {
-    let ha = RedisHa::start(2);
-    let url = ha.sentinel_url(query);
-    let ns = unique_namespace("failover");
-    // Leases outlive the failover (a few seconds) many times over.
-    let terms = Terms {
-        ttl_ms: 120_000,
-        tolerance_ms: 1_000,
-    };
-    let trace = Arc::new(Mutex::new(Vec::<Step>::new()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let renewals: Arc<Vec<AtomicUsize>> = Arc::new((0..4).map(|_| AtomicUsize::new(0)).collect());
-    let failures = Arc::new(AtomicUsize::new(0));
-    let holders: Vec<_> = (0..4)
-        .map(|i| {
-            let (url, ns, trace, stop, renewals, failures) = (
-                url.clone(),
-                ns.clone(),
-                trace.clone(),
-                stop.clone(),
-                renewals.clone(),
-                failures.clone(),
-            );
-            thread::spawn(move || {
-                let store = open(&url, Duration::from_secs(2)).expect("open");
-                let c = client(&store, &ns, 3, terms);
-                let owner = Owner::new(format!("holder-{i}"));
-                let mut lease = eventually("acquiring", || c.acquire(&request(&owner))).lease;
-                trace.lock().unwrap().push(Step::of_lease(&lease));
-                while !stop.load(Ordering::SeqCst) {
-                    match c.renew(&lease) {
-                        Ok(Renewal::Renewed(next)) => {
-                            assert_eq!(next.fence, lease.fence, "a renewal keeps the fence");
-                            assert!(next.ceiling >= lease.ceiling, "a renewal lowers nothing");
-                            trace.lock().unwrap().push(Step::of_lease(&next));
-                            lease = next;
-                            renewals[i].fetch_add(1, Ordering::SeqCst);
-                        }
-                        Ok(Renewal::Lost(why)) => {
-                            panic!("holder {i} lost its lease across the failover: {why:?}")
-                        }
-                        Err(e) => {
-                            // The old primary gone, the promotion under way: retried.
-                            assert_eq!(e.kind(), ErrorKind::Store, "{e}");
-                            assert!(!e.message().contains(SECRET));
-                            failures.fetch_add(1, Ordering::SeqCst);
-                        }
-                    }
-                    thread::sleep(Duration::from_millis(50));
-                }
-                (store, c, lease)
-            })
-        })
-        .collect();
-
-    let each_renewed = |at_least: &[usize]| {
-        renewals
-            .iter()
-            .zip(at_least)
-            .all(|(n, min)| n.load(Ordering::SeqCst) >= *min)
-    };
-    wait_for("every holder renews before the failover", || {
-        each_renewed(&[3; 4])
-    });
-    let old = fail(&ha);
-    let new = ha.wait_for_new_primary(old);
-    let after: Vec<usize> = renewals
-        .iter()
-        .map(|n| n.load(Ordering::SeqCst) + 3)
-        .collect();
-    wait_for("every holder renews on the promoted replica", || {
-        each_renewed(&after)
-    });
-    stop.store(true, Ordering::SeqCst);
-    let held: Vec<(SharedStore, _, SlotLease)> = holders
-        .into_iter()
-        .map(|h| h.join().expect("a holder thread"))
-        .collect();
-
-    // The new primary holds every holder's last renewal.
-    let direct = open(&ha.node_url(new), Duration::from_secs(5)).expect("open the new primary");
-    for (_, _, lease) in &held {
-        let (_, rec) = direct
-            .read_slot(&ns, lease.slot)
-            .expect("read the new primary");
-        let rec = rec.expect("the slot record survived the failover").value;
-        assert_eq!(Holder::of_record(&rec), Some(Holder::of_lease(lease)));
-        assert!(rec.expires_at >= lease.expires_at);
-    }
-
-    // A release and a new holder on that slot after the failover.
-    let (_, c, first) = &held[0];
-    assert!(eventually("releasing", || c.release(first, Some(first.floor))));
-    trace.lock().unwrap().push(Step::Released {
-        holder: Holder::of_lease(first),
-        last_issued: Some(first.floor),
-    });
-    let next = eventually("a newcomer acquires the released slot", || {
-        c.acquire(&AcquireRequest {
-            owner: Owner::new("newcomer"),
-            preferred_slot: Some(first.slot),
-            floor_at_least: 0,
-        })
-    })
-    .lease;
-    assert_eq!(next.slot, first.slot);
-    trace.lock().unwrap().push(Step::of_lease(&next));
-
-    let trace = trace.lock().unwrap();
-    // 4 holders × (an acquisition, 3 renewals before and 3 after), and the newcomer's grant.
-    assert!(trace.len() > 4 * 7, "{} grants", trace.len());
-    invariants::disjoint_windows(&trace).unwrap_or_else(|v| panic!("{v}"));
-    eprintln!(
-        "failover {old} -> {new}: {} grants, {} renewals failed during it",
-        trace.len(),
-        failures.load(Ordering::SeqCst)
+/// The killed primary of the first test, in a group that serves TLS only: the holders reach
+/// the sentinels and both primaries through `rediss+sentinel://…&cacert=`, and the new primary
+/// is read through `rediss://…?cacert=`.
+#[test]
+fn a_killed_primary_over_tls_keeps_every_lease_and_windows_stay_disjoint() {
+    through_a_failover(
+        RedisHa::start_tls(2, Duration::from_secs(1)),
+        "?replicas=1",
+        RedisHa::kill_primary,
     );
+}
+
+/// Holders renew through the sentinel URL of `ha` with `query` while `fail` makes the group
+/// fail over (returning the old primary's port): `failover::holders_through_a_failover`.
+fn through_a_failover(ha: RedisHa, query: &str, fail: fn(&RedisHa) -> u16) {
+    holders_through_a_failover(&ha.sentinel_url(query), |_| {
+        let old = fail(&ha);
+        let new = ha.wait_for_new_primary(old);
+        (format!("{old} -> {new}"), ha.node_url(new))
+    });
 }
 
 /// With `replicas=1` and every replica stopped, a compare-and-set that the primary applied but
@@ -439,4 +317,62 @@ fn an_unknown_master_name_is_a_store_error_naming_it() {
     let store = open(&url, Duration::from_secs(2)).expect("open");
     let e = store.snapshot("x").expect_err("no such master");
     assert_store_error(&e, &["knows no master named 'no-such-master'"]);
+}
+
+/// The TLS group the TLS conformance suite runs on (sentinels slow to fail over, as
+/// [`shared_group`]).
+fn shared_tls_group() -> &'static RedisHa {
+    static GROUP: OnceLock<RedisHa> = OnceLock::new();
+    GROUP.get_or_init(|| RedisHa::start_tls(2, Duration::from_secs(30)))
+}
+
+/// The conformance suite through `rediss+sentinel://…?replicas=1&cacert=CA`: TLS to the
+/// sentinels and to the master they name, and between the primary and its replicas.
+mod tls {
+    crate::network_conformance_suite!(
+        cosid_core::store::redis::RedisStore,
+        super::shared_tls_group().sentinel_url("?replicas=1")
+    );
+}
+
+/// A TLS group reached without its CA (the system's roots do not know it) is a `Store` error
+/// naming the sentinel and `cacert=`; sentinels without TLS reached through
+/// `rediss+sentinel://` are one naming the scheme to use.
+#[test]
+fn tls_sentinels_refuse_an_unknown_ca_and_plain_ones_a_tls_url_naming_the_fix() {
+    let group = shared_tls_group();
+    let url = group.sentinel_url("");
+    let (without_ca, _) = url.split_once("?cacert=").expect("the URL gives the CA");
+    let e = open(without_ca, Duration::from_secs(2))
+        .expect("open")
+        .snapshot("tls")
+        .expect_err("an unknown CA");
+    assert_store_error(
+        &e,
+        &[
+            &format!("sentinel 127.0.0.1:{}", group.sentinel_ports()[0]),
+            "certificate",
+            "rediss+sentinel://…?cacert=/path/ca.pem",
+        ],
+    );
+
+    let (_, ca) = url.split_once('?').expect("a query");
+    let plain = format!(
+        "{}?{ca}",
+        shared_group()
+            .sentinel_url("")
+            .replace("redis+sentinel://", "rediss+sentinel://")
+    );
+    // Sentinels without TLS never answer the handshake: each gets its share of the bound.
+    let e = open(&plain, Duration::from_secs(1))
+        .expect("open")
+        .snapshot("tls")
+        .expect_err("sentinels without TLS");
+    assert_store_error(
+        &e,
+        &[
+            &format!("sentinel 127.0.0.1:{}", shared_group().sentinel_ports()[0]),
+            "use redis+sentinel:// for a server without TLS",
+        ],
+    );
 }

@@ -103,6 +103,9 @@ pub struct Server {
     run_as: Option<(u32, u32)>,
     /// The CA that signed the server's certificate, when it serves TLS.
     tls_ca: Option<PathBuf>,
+    /// The directory of the server's certificate and key (`server.crt`, `server.key`), when
+    /// it serves TLS.
+    tls_dir: Option<PathBuf>,
     child: Mutex<Option<Child>>,
 }
 
@@ -148,6 +151,27 @@ impl Server {
     }
 
     fn with_tls(kind: Kind, tls: bool) -> Server {
+        Server::with_certificates(kind, |dir, owner| {
+            tls.then(|| {
+                let ca = make_certificates(dir, owner);
+                (dir.join("tls"), ca)
+            })
+        })
+    }
+
+    /// A `redis-server` that serves TLS only (`port 0`, its port a `tls-port`, replication
+    /// over TLS) with the certificate of `tls`, which the other servers of its group share.
+    fn redis_tls(tls: &Tls) -> Server {
+        Server::with_certificates(Kind::Redis, |_, _| Some((tls.dir.clone(), tls.ca.clone())))
+    }
+
+    /// A new server of `kind`; `certs` makes (or names) the directory of its certificate and
+    /// key and its CA's file, given its directory and the user to give them to, when it serves
+    /// TLS.
+    fn with_certificates(
+        kind: Kind,
+        certs: impl FnOnce(&Path, Option<(u32, u32)>) -> Option<(PathBuf, PathBuf)>,
+    ) -> Server {
         // Panics naming the Debian package when the server is not installed.
         binary(kind);
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
@@ -182,10 +206,12 @@ impl Server {
             dir,
             run_as,
             tls_ca: None,
+            tls_dir: None,
             child: Mutex::new(None),
         };
-        if tls {
-            server.tls_ca = Some(make_certificates(&server.dir, server.run_as));
+        if let Some((dir, ca)) = certs(&server.dir, server.run_as) {
+            server.tls_dir = Some(dir);
+            server.tls_ca = Some(ca);
         }
         server.init_data();
         server.start();
@@ -205,7 +231,14 @@ impl Server {
     /// The store URL cosid opens for this server.
     pub fn url(&self) -> String {
         match self.kind {
-            Kind::Redis => format!("redis://127.0.0.1:{}/0", self.port),
+            Kind::Redis => match &self.tls_ca {
+                None => format!("redis://127.0.0.1:{}/0", self.port),
+                Some(ca) => format!(
+                    "rediss://127.0.0.1:{}/0?cacert={}",
+                    self.port,
+                    percent_encoded(ca)
+                ),
+            },
             Kind::Postgres => format!("postgres://postgres@127.0.0.1:{}/postgres", self.port),
             Kind::Etcd => format!("etcd://127.0.0.1:{}", self.port),
             Kind::Mysql => format!("mysql://cosid@127.0.0.1:{}/cosid", self.port),
@@ -397,7 +430,18 @@ impl Server {
         match self.kind {
             Kind::Redis => {
                 let mut cmd = Command::new(binary(Kind::Redis));
-                cmd.args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+                cmd.args(["--bind", "127.0.0.1"]);
+                match (&self.tls_dir, &self.tls_ca) {
+                    (Some(dir), Some(ca)) => {
+                        redis_tls_args(&mut cmd, self.port, dir, ca);
+                    }
+                    _ => {
+                        cmd.args(["--port", &self.port.to_string()]);
+                    }
+                }
+                cmd.arg("--unixsocket")
+                    .arg(self.redis_socket())
+                    .args(["--unixsocketperm", "700"])
                     .arg("--dir")
                     .arg(&data)
                     .args(REDIS_SERVER_ARGS);
@@ -412,8 +456,7 @@ impl Server {
                     .arg("-c")
                     .arg(format!("unix_socket_directories={}", self.dir.display()))
                     .args(["-c", "max_connections=300"]);
-                if self.tls_ca.is_some() {
-                    let tls = self.dir.join("tls");
+                if let Some(tls) = &self.tls_dir {
                     cmd.args(["-c", "ssl=on"])
                         .arg("-c")
                         .arg(format!(
@@ -453,8 +496,7 @@ impl Server {
                         "--innodb-flush-log-at-trx-commit=1",
                         "--max-connections=300",
                     ]);
-                if let Some(ca) = &self.tls_ca {
-                    let tls = self.dir.join("tls");
+                if let (Some(ca), Some(tls)) = (&self.tls_ca, &self.tls_dir) {
                     cmd.arg(format!("--ssl-cert={}", tls.join("server.crt").display()))
                         .arg(format!("--ssl-key={}", tls.join("server.key").display()))
                         .arg(format!("--ssl-ca={}", ca.display()))
@@ -477,9 +519,16 @@ impl Server {
         }
     }
 
+    /// The Unix socket of a Redis server, where the testkit talks to it in plain text (whether
+    /// or not its port serves TLS).
+    fn redis_socket(&self) -> PathBuf {
+        self.dir.join("redis.sock")
+    }
+
     fn ready(&self) -> bool {
         match self.kind {
-            Kind::Redis => exchange(self.port, b"PING\r\n").is_some_and(|r| r.starts_with("+PONG")),
+            Kind::Redis => redis_ha::on_socket(&self.redis_socket(), None, &["PING"])
+                .is_some_and(|r| r.starts_with(b"+PONG")),
             Kind::Etcd => exchange(self.port, b"GET /health HTTP/1.0\r\n\r\n")
                 .is_some_and(|r| r.contains("\"health\":\"true\"")),
             // The handshake packet: protocol version 10 after the 4-byte header.
@@ -647,8 +696,76 @@ fn spawn_tied(mut cmd: Command) -> std::io::Result<Child> {
     reply_rx.recv().expect("cosid-testkit: spawner thread gone")
 }
 
+/// The throwaway CA and the one certificate every server of a TLS group (a Redis Cluster, a
+/// Redis primary with its replicas and sentinels) serves, and shows the others as a client, in
+/// a directory removed on drop.
+#[derive(Debug)]
+struct Tls {
+    id: u64,
+    /// Holds `server.crt` and `server.key`.
+    dir: PathBuf,
+    /// The CA's PEM file.
+    ca: PathBuf,
+}
+
+impl Tls {
+    fn make(group: &str) -> Tls {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let top = std::env::temp_dir().join(format!(
+            "cosid-testkit-{}-{id}-{group}-tls",
+            std::process::id()
+        ));
+        register(id, None, &top);
+        let ca = make_certificates(&top, None);
+        let dir = ca.parent().expect("the CA's directory").to_path_buf();
+        Tls { id, dir, ca }
+    }
+}
+
+impl Drop for Tls {
+    fn drop(&mut self) {
+        if let Some(top) = self.dir.parent() {
+            let _ = std::fs::remove_dir_all(top);
+        }
+        unregister(self.id);
+    }
+}
+
+/// The arguments of a `redis-server` (a data node or a sentinel) that serves TLS only on
+/// `port`, with the certificate and key in `dir` and the CA `ca` for its peers: no plain-text
+/// port, TLS for replication (and on a cluster bus, when it has one), clients not asked for a
+/// certificate.
+fn redis_tls_args(cmd: &mut Command, port: u16, dir: &Path, ca: &Path) {
+    cmd.args(["--port", "0", "--tls-port", &port.to_string()])
+        .args(["--tls-replication", "yes"])
+        .arg("--tls-cert-file")
+        .arg(dir.join("server.crt"))
+        .arg("--tls-key-file")
+        .arg(dir.join("server.key"))
+        .arg("--tls-ca-cert-file")
+        .arg(ca)
+        .args(["--tls-auth-clients", "no"]);
+}
+
+/// `path` as a URL query value: every byte but letters, digits and `/-_.` as `%XX`.
+fn percent_encoded(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    path.as_os_str()
+        .as_bytes()
+        .iter()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' => {
+                char::from(*b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// A throwaway CA and a server certificate for 127.0.0.1 and localhost signed by it, in
-/// `dir/tls`; the key readable only by the server's user. Returns the CA's PEM file.
+/// `dir/tls`; the key readable only by the server's user. Returns the CA's PEM file. The
+/// certificate is good for a client too (`clientAuth`): the nodes of a TLS Redis Cluster show
+/// it to each other on the cluster bus.
 fn make_certificates(dir: &Path, owner: Option<(u32, u32)>) -> PathBuf {
     let tls = dir.join("tls");
     std::fs::create_dir_all(&tls).expect("cosid-testkit: tls dir");
@@ -660,7 +777,7 @@ fn make_certificates(dir: &Path, owner: Option<(u32, u32)>) -> PathBuf {
     });
     std::fs::write(
         tls.join("server.ext"),
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n",
     )
     .expect("cosid-testkit: tls ext");
     let run = |args: &[&str]| {

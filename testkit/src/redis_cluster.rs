@@ -4,7 +4,10 @@
 //! loopback ports (client port and cluster bus port both chosen free), each with the password
 //! [`CLUSTER_PASSWORD`] and an append-only file fsynced on every write, gives each a third of the
 //! 16384 hash slots (`CLUSTER ADDSLOTSRANGE`), joins them (`CLUSTER MEET`), and returns once
-//! every node says `cluster_state:ok` and knows the other two.
+//! every node says `cluster_state:ok` and knows the other two. [`RedisCluster::start_tls`]
+//! starts the same cluster serving TLS only (client port, cluster bus and replication), with a
+//! certificate from a throwaway CA; the testkit itself talks to every node through its Unix
+//! socket.
 //!
 //! [`RedisCluster::url`] is the `redis+cluster://` store URL naming every node.
 //! [`RedisCluster::migrate_slot`] moves one hash slot from its owner to the next node the way
@@ -18,11 +21,11 @@
 //! followed. Every process is tied to this one (see the crate documentation) and killed on drop;
 //! every wait is bounded.
 
-use super::redis_ha::complete;
-use super::REDIS_SERVER_ARGS;
+use super::redis_ha::{exchange, on_socket};
 use super::{binary, free_port, logs_of, on_port, wait_until, Kind, Spawned, NEXT_ID};
-use std::io::{Read, Write};
+use super::{percent_encoded, redis_tls_args, Tls, REDIS_SERVER_ARGS};
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
@@ -43,6 +46,9 @@ struct Node {
     bus_port: u16,
     /// The node's cluster id (`CLUSTER MYID`).
     node_id: String,
+    /// The node's Unix socket, where the testkit sends it commands in plain text (a TLS node
+    /// has no plain-text port).
+    socket: PathBuf,
     process: Spawned,
 }
 
@@ -51,26 +57,38 @@ impl Node {
         self.process.port
     }
 
-    fn start() -> Node {
+    /// Starts a node; with `tls` (the certificates of [`make_certificates`]) its one client
+    /// port serves TLS only, and so do its cluster bus and replication.
+    /// `node_timeout_ms` is the `cluster-node-timeout`.
+    fn start(tls: Option<&Tls>, node_timeout_ms: u32) -> Node {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let (port, bus_port) = (free_port(), free_port());
         let dir = std::env::temp_dir().join(format!(
             "cosid-testkit-{}-{id}-cluster-node",
             std::process::id()
         ));
+        let socket = dir.join("redis.sock");
         let process = Spawned::start(
             id,
             dir,
             ("cluster node", port),
             |dir| {
                 let mut cmd = Command::new(binary(Kind::Redis));
-                cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+                cmd.args(["--bind", "127.0.0.1"]);
+                match tls {
+                    None => cmd.args(["--port", &port.to_string()]),
+                    Some(tls) => {
+                        redis_tls_args(&mut cmd, port, &tls.dir, &tls.ca);
+                        cmd.args(["--tls-cluster", "yes"])
+                    }
+                };
+                cmd.arg("--unixsocket")
+                    .arg(dir.join("redis.sock"))
+                    .args(["--unixsocketperm", "700"])
                     .args(["--cluster-enabled", "yes"])
                     .args(["--cluster-port", &bus_port.to_string()])
                     .args(["--cluster-config-file", "nodes.conf"])
-                    // Long: no test fails a node over, and a killed node must stay named as the
-                    // owner by the others for as long as a test looks.
-                    .args(["--cluster-node-timeout", "30000"])
+                    .args(["--cluster-node-timeout", &node_timeout_ms.to_string()])
                     .arg("--dir")
                     .arg(dir)
                     .args(REDIS_SERVER_ARGS)
@@ -78,19 +96,41 @@ impl Node {
                     .args(["--masterauth", CLUSTER_PASSWORD]);
                 cmd
             },
-            || command(port, &["PING"]).is_some_and(|r| r.starts_with(b"+PONG")),
+            || {
+                on_socket(&socket, Some(CLUSTER_PASSWORD), &["PING"])
+                    .is_some_and(|r| r.starts_with(b"+PONG"))
+            },
         );
-        let node_id = text(&command(port, &["CLUSTER", "MYID"]).expect("CLUSTER MYID"))
+        let mut node = Node {
+            bus_port,
+            node_id: String::new(),
+            socket,
+            process,
+        };
+        node.node_id = text(&node.command(&["CLUSTER", "MYID"]).expect("CLUSTER MYID"))
             .lines()
             .nth(1)
             .unwrap_or_default()
             .to_string();
-        assert_eq!(node_id.len(), 40, "cosid-testkit: CLUSTER MYID");
-        Node {
-            bus_port,
-            node_id,
-            process,
-        }
+        assert_eq!(node.node_id.len(), 40, "cosid-testkit: CLUSTER MYID");
+        node
+    }
+
+    /// Sends `args` to the node (through its Unix socket); its reply, as [`command`] gives it.
+    fn command(&self, args: &[&str]) -> Option<Vec<u8>> {
+        on_socket(&self.socket, Some(CLUSTER_PASSWORD), args)
+    }
+
+    /// Sends `args` to the node and panics unless it answers `+OK`.
+    fn ok(&self, args: &[&str]) {
+        let reply = self.command(args);
+        assert!(
+            reply.as_deref().is_some_and(|r| r.starts_with(b"+OK")),
+            "cosid-testkit: {} on port {} answered {:?}",
+            args.first().copied().unwrap_or(""),
+            self.port(),
+            reply.map(|r| text(&r))
+        );
     }
 }
 
@@ -98,6 +138,8 @@ impl Node {
 #[derive(Debug)]
 pub struct RedisCluster {
     nodes: Vec<Node>,
+    /// The certificates of a cluster that serves TLS only ([`RedisCluster::start_tls`]).
+    tls: Option<Tls>,
 }
 
 /// A hash slot on its way from one node to another (see [`RedisCluster::begin_migration`]).
@@ -114,73 +156,125 @@ pub struct Migration {
 impl RedisCluster {
     /// Starts three primaries and waits until the cluster serves every hash slot.
     pub fn start() -> RedisCluster {
-        let nodes: Vec<Node> = (0..NODES).map(|_| Node::start()).collect();
+        RedisCluster::start_with(None, 0)
+    }
+
+    /// [`RedisCluster::start`] with `replicas` replicas of each primary (`CLUSTER REPLICATE`),
+    /// waiting until every replica streams from its primary. The other nodes keep naming a
+    /// killed primary as the owner of its slots (the node timeout is long) until
+    /// [`RedisCluster::fail_over`] promotes one of its replicas.
+    pub fn start_with_replicas(replicas: usize) -> RedisCluster {
+        RedisCluster::start_with(None, replicas)
+    }
+
+    /// [`RedisCluster::start`] with nodes that serve TLS only: no plain-text port (`port 0`),
+    /// the client port a `tls-port`, and TLS on the cluster bus and for replication, with a
+    /// certificate for 127.0.0.1 signed by a throwaway CA ([`RedisCluster::tls_ca`]).
+    pub fn start_tls() -> RedisCluster {
+        RedisCluster::start_with(Some(Tls::make("cluster")), 0)
+    }
+
+    /// The primaries are the first [`NODES`] nodes, then `replicas` of each in turn.
+    fn start_with(tls: Option<Tls>, replicas: usize) -> RedisCluster {
+        let all = NODES * (1 + replicas);
+        // Without replicas, long: no test fails a node over, and a killed node must stay named
+        // as the owner by the others for as long as a test looks. With replicas, short enough
+        // that the cluster's own failover (and a second election, which waits twice the
+        // timeout) fits in a test when the one `fail_over` asks for does not go through.
+        let node_timeout_ms = if replicas == 0 { 30_000 } else { 5_000 };
+        let nodes: Vec<Node> = (0..all)
+            .map(|_| Node::start(tls.as_ref(), node_timeout_ms))
+            .collect();
         let per = 16384 / NODES;
-        for (i, n) in nodes.iter().enumerate() {
+        for (i, n) in nodes[..NODES].iter().enumerate() {
             let first = i * per;
             let last = if i + 1 == NODES {
                 16383
             } else {
                 first + per - 1
             };
-            let reply = command(
-                n.port(),
-                &[
-                    "CLUSTER",
-                    "ADDSLOTSRANGE",
-                    &first.to_string(),
-                    &last.to_string(),
-                ],
-            );
-            assert!(
-                reply.as_deref().is_some_and(|r| r.starts_with(b"+OK")),
-                "cosid-testkit: CLUSTER ADDSLOTSRANGE answered {:?}",
-                reply.map(|r| text(&r))
-            );
+            n.ok(&[
+                "CLUSTER",
+                "ADDSLOTSRANGE",
+                &first.to_string(),
+                &last.to_string(),
+            ]);
         }
         for n in &nodes[1..] {
-            let reply = command(
-                nodes[0].port(),
-                &[
-                    "CLUSTER",
-                    "MEET",
-                    "127.0.0.1",
-                    &n.port().to_string(),
-                    &n.bus_port.to_string(),
-                ],
-            );
-            assert!(
-                reply.as_deref().is_some_and(|r| r.starts_with(b"+OK")),
-                "cosid-testkit: CLUSTER MEET answered {:?}",
-                reply.map(|r| text(&r))
-            );
+            nodes[0].ok(&[
+                "CLUSTER",
+                "MEET",
+                "127.0.0.1",
+                &n.port().to_string(),
+                &n.bus_port.to_string(),
+            ]);
         }
-        let cluster = RedisCluster { nodes };
+        let cluster = RedisCluster { nodes, tls };
         cluster.wait_until("every node serves the cluster and knows the others", || {
             cluster.nodes.iter().all(|n| {
-                let info = command(n.port(), &["CLUSTER", "INFO"])
+                let info = n
+                    .command(&["CLUSTER", "INFO"])
                     .map(|r| text(&r))
                     .unwrap_or_default();
                 info.contains("cluster_state:ok")
-                    && info.contains(&format!("cluster_known_nodes:{NODES}"))
+                    && info.contains(&format!("cluster_known_nodes:{all}"))
                     && info.contains("cluster_slots_assigned:16384")
+            })
+        });
+        for (i, n) in cluster.nodes[NODES..].iter().enumerate() {
+            n.ok(&["CLUSTER", "REPLICATE", &cluster.nodes[i % NODES].node_id]);
+        }
+        cluster.wait_until("every replica streams from its primary", || {
+            cluster.nodes[NODES..].iter().all(|n| {
+                n.command(&["INFO", "replication"])
+                    .is_some_and(|r| text(&r).contains("master_link_status:up"))
+            })
+        });
+        // A primary that still takes a replica for a primary refuses it its vote in a failover
+        // ("it is a master node"): every node must have heard of every replica.
+        cluster.wait_until("every node knows every replica as one", || {
+            cluster.nodes.iter().all(|n| {
+                n.command(&["CLUSTER", "NODES"]).is_some_and(|r| {
+                    let replicas_seen = text(&r)
+                        .lines()
+                        .filter(|l| {
+                            l.split_whitespace()
+                                .nth(2)
+                                .is_some_and(|f| f.contains("slave"))
+                        })
+                        .count();
+                    replicas_seen == all - NODES
+                })
             })
         });
         cluster
     }
 
-    /// `redis+cluster://` with the password and every node, then `query` (`""` or
-    /// `"?replicas=1"` and the like).
+    /// `redis+cluster://` with the password and every node (replicas too), then `query` (`""` or
+    /// `"?replicas=1"` and the like); for a TLS cluster `rediss+cluster://` with the CA as
+    /// `cacert=` at the end of the query.
     pub fn url(&self, query: &str) -> String {
         let hosts: Vec<String> = self
             .nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port()))
             .collect();
-        format!(
-            "redis+cluster://:{CLUSTER_PASSWORD}@{}/0{query}",
-            hosts.join(",")
-        )
+        let hosts = hosts.join(",");
+        match &self.tls {
+            None => format!("redis+cluster://:{CLUSTER_PASSWORD}@{hosts}/0{query}"),
+            Some(tls) => {
+                let sep = if query.is_empty() { '?' } else { '&' };
+                format!(
+                    "rediss+cluster://:{CLUSTER_PASSWORD}@{hosts}/0{query}{sep}cacert={}",
+                    percent_encoded(&tls.ca)
+                )
+            }
+        }
+    }
+
+    /// The PEM file of the CA that signed the nodes' certificate ([`RedisCluster::start_tls`]).
+    pub fn tls_ca(&self) -> Option<&Path> {
+        self.tls.as_ref().map(|t| t.ca.as_path())
     }
 
     /// The client ports of the nodes.
@@ -190,14 +284,19 @@ impl RedisCluster {
 
     /// The hash slot of `key`, as the cluster computes it (`CLUSTER KEYSLOT`).
     pub fn keyslot(&self, key: &str) -> u16 {
-        let reply = command(self.nodes[0].port(), &["CLUSTER", "KEYSLOT", key]);
+        let reply = self.nodes[0].command(&["CLUSTER", "KEYSLOT", key]);
         integer(reply.as_deref()).unwrap_or_else(|| panic!("cosid-testkit: CLUSTER KEYSLOT {key}"))
             as u16
     }
 
     /// The port of the node that owns `slot`, as the node on `asked` sees it.
     pub fn owner_seen_by(&self, asked: u16, slot: u16) -> u16 {
-        let nodes = text(&command(asked, &["CLUSTER", "NODES"]).expect("CLUSTER NODES"));
+        let nodes = text(
+            &self
+                .node(asked)
+                .command(&["CLUSTER", "NODES"])
+                .expect("CLUSTER NODES"),
+        );
         for line in nodes.lines() {
             let fields: Vec<&str> = line.split_whitespace().collect();
             let owns = fields.iter().skip(8).any(|range| {
@@ -217,9 +316,59 @@ impl RedisCluster {
         panic!("cosid-testkit: no node owns hash slot {slot} in CLUSTER NODES:\n{nodes}");
     }
 
-    /// The port of the node that owns `slot` (as its first node sees it).
+    /// The port of the node that owns `slot` (as the first node that answers sees it).
     pub fn owner(&self, slot: u16) -> u16 {
-        self.owner_seen_by(self.nodes[0].port(), slot)
+        let asked = self
+            .nodes
+            .iter()
+            .find(|n| n.command(&["PING"]).is_some())
+            .expect("cosid-testkit: no node of the cluster answers");
+        self.owner_seen_by(asked.port(), slot)
+    }
+
+    /// Fails over the shard that owns `slot`: kills its primary with `SIGKILL`, then has one of
+    /// its replicas take over (`CLUSTER FAILOVER FORCE`: the other primaries vote without
+    /// waiting for the node timeout; should that election fail, the cluster fails the shard
+    /// over itself once the node timeout, 5 s, has passed), and waits until every running node
+    /// names the same new owner of `slot`. Returns the ports of the old primary and of the new
+    /// one.
+    pub fn fail_over(&self, slot: u16) -> (u16, u16) {
+        let old = self.owner(slot);
+        let old_id = &self.node(old).node_id;
+        let replica = self
+            .nodes
+            .iter()
+            .find(|n| self.replica_of(n.port()).as_deref() == Some(old_id.as_str()))
+            .unwrap_or_else(|| panic!("cosid-testkit: the primary on port {old} has no replica"))
+            .port();
+        self.kill_node(old);
+        self.node(replica).ok(&["CLUSTER", "FAILOVER", "FORCE"]);
+        let mut new = None;
+        self.wait_until("every running node names the same promoted replica", || {
+            let owners: Vec<u16> = self
+                .nodes
+                .iter()
+                .filter(|n| n.port() != old && n.command(&["PING"]).is_some())
+                .map(|n| self.owner_seen_by(n.port(), slot))
+                .collect();
+            new = owners.first().copied().filter(|o| {
+                *o != old && owners.iter().all(|x| x == o) && self.replica_of(*o).is_none()
+            });
+            new.is_some()
+        });
+        (old, new.expect("set when the wait ended"))
+    }
+
+    /// The id of the primary the node on `port` replicates, as it says itself (`CLUSTER
+    /// NODES`, its `myself` line), or `None` for a primary.
+    fn replica_of(&self, port: u16) -> Option<String> {
+        let nodes = text(&self.node(port).command(&["CLUSTER", "NODES"])?);
+        let line = nodes.lines().find(|l| l.contains("myself"))?;
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields
+            .get(3)
+            .filter(|id| **id != "-")
+            .map(|id| id.to_string())
     }
 
     /// Starts moving `slot` from its owner to the next node: `CLUSTER SETSLOT slot IMPORTING`
@@ -234,26 +383,10 @@ impl RedisCluster {
             .expect("the owner is a node of the cluster");
         let to = self.nodes[(i + 1) % NODES].port();
         let s = slot.to_string();
-        ok(
-            to,
-            &[
-                "CLUSTER",
-                "SETSLOT",
-                &s,
-                "IMPORTING",
-                &self.node(from).node_id,
-            ],
-        );
-        ok(
-            from,
-            &[
-                "CLUSTER",
-                "SETSLOT",
-                &s,
-                "MIGRATING",
-                &self.node(to).node_id,
-            ],
-        );
+        for (on, state, other) in [(to, "IMPORTING", from), (from, "MIGRATING", to)] {
+            let other = &self.node(other).node_id;
+            self.node(on).ok(&["CLUSTER", "SETSLOT", &s, state, other]);
+        }
         Migration { slot, from, to }
     }
 
@@ -263,7 +396,9 @@ impl RedisCluster {
         let s = m.slot.to_string();
         let mut moved = 0;
         loop {
-            let reply = command(m.from, &["CLUSTER", "GETKEYSINSLOT", &s, "100"])
+            let reply = self
+                .node(m.from)
+                .command(&["CLUSTER", "GETKEYSINSLOT", &s, "100"])
                 .expect("CLUSTER GETKEYSINSLOT");
             let keys: Vec<String> = text(&reply)
                 .lines()
@@ -295,7 +430,7 @@ impl RedisCluster {
             "KEYS",
         ];
         args.extend_from_slice(keys);
-        ok(m.from, &args);
+        self.node(m.from).ok(&args);
     }
 
     /// Ends the migration: `CLUSTER SETSLOT slot NODE target` on the target, the old owner and
@@ -310,7 +445,8 @@ impl RedisCluster {
                 .filter(|p| *p != m.to && *p != m.from),
         );
         for port in order {
-            ok(port, &["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
+            self.node(port)
+                .ok(&["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
         }
         self.wait_until("every node names the new owner of the slot", || {
             self.nodes
@@ -330,7 +466,8 @@ impl RedisCluster {
     /// Kills the node on `port` with `SIGKILL` (the other nodes keep naming it as the owner of
     /// its slots until the cluster's node timeout, 30 s, passes).
     pub fn kill_node(&self, port: u16) {
-        let pid = self.node(port).process.child.id();
+        let node = self.node(port);
+        let pid = node.process.child.id();
         // The child is reaped when the node is dropped.
         unsafe {
             libc::kill(pid as libc::pid_t, libc::SIGKILL);
@@ -338,7 +475,7 @@ impl RedisCluster {
         wait_until(
             &format!("node {port} stops answering"),
             Duration::from_millis(20),
-            || command(port, &["PING"]).is_none(),
+            || node.command(&["PING"]).is_none(),
             String::new,
         );
     }
@@ -346,7 +483,12 @@ impl RedisCluster {
     /// How many `ASK` or `MOVED` (`code`) replies the node on `port` has sent since it started
     /// (`INFO errorstats`).
     pub fn redirections(&self, port: u16, code: &str) -> u64 {
-        let info = text(&command(port, &["INFO", "errorstats"]).expect("INFO errorstats"));
+        let info = text(
+            &self
+                .node(port)
+                .command(&["INFO", "errorstats"])
+                .expect("INFO errorstats"),
+        );
         info.lines()
             .find_map(|l| l.strip_prefix(&format!("errorstat_{code}:count=")))
             .and_then(|n| n.trim().parse().ok())
@@ -378,17 +520,6 @@ pub fn shared_redis_cluster_url() -> String {
     CLUSTER.get_or_init(RedisCluster::start).url("")
 }
 
-/// Sends `args` to the node on `port` and panics unless it answers `+OK`.
-fn ok(port: u16, args: &[&str]) {
-    let reply = command(port, args);
-    assert!(
-        reply.as_deref().is_some_and(|r| r.starts_with(b"+OK")),
-        "cosid-testkit: {} on port {port} answered {:?}",
-        args.first().copied().unwrap_or(""),
-        reply.map(|r| text(&r))
-    );
-}
-
 fn text(reply: &[u8]) -> String {
     String::from_utf8_lossy(reply).into_owned()
 }
@@ -399,35 +530,22 @@ fn integer(reply: Option<&[u8]>) -> Option<i64> {
     t.strip_prefix(':')?.trim_end().parse().ok()
 }
 
-/// Sends `AUTH` with [`CLUSTER_PASSWORD`] and then one command to the node on `port`, and
-/// returns the command's whole reply (raw RESP), or `None` when the node cannot be reached or
-/// does not answer within a few seconds.
+/// The `rediss+cluster://` URL (with `cacert=`) of this test binary's shared TLS cluster
+/// ([`RedisCluster::start_tls`], started on first use).
+pub fn shared_redis_cluster_tls_url() -> String {
+    static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
+    CLUSTER.get_or_init(RedisCluster::start_tls).url("")
+}
+
+/// Sends `AUTH` with [`CLUSTER_PASSWORD`] and then one command to the node on `port` (in plain
+/// text: not to a node of [`RedisCluster::start_tls`]), and returns the command's whole reply
+/// (raw RESP), or `None` when the node cannot be reached or does not answer within a few
+/// seconds.
 pub fn command(port: u16, args: &[&str]) -> Option<Vec<u8>> {
     let addr = ([127, 0, 0, 1], port).into();
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    let s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
     s.set_read_timeout(Some(Duration::from_millis(5000))).ok()?;
-    let mut req = Vec::new();
-    for cmd in [&["AUTH", CLUSTER_PASSWORD][..], args] {
-        req.extend_from_slice(format!("*{}\r\n", cmd.len()).as_bytes());
-        for a in cmd {
-            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
-        }
-    }
-    s.write_all(&req).ok()?;
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        if let Some(first) = complete(&got) {
-            if let Some(second) = complete(&got[first..]) {
-                return Some(got[first..first + second].to_vec());
-            }
-        }
-        let n = s.read(&mut buf).ok()?;
-        if n == 0 {
-            return None;
-        }
-        got.extend_from_slice(&buf[..n]);
-    }
+    exchange(s, Some(CLUSTER_PASSWORD), args)
 }
 
 #[cfg(test)]

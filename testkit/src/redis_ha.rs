@@ -8,7 +8,13 @@
 //! primary and every sentinel knows the replicas and the other sentinels, so a failover can
 //! happen from then on.
 //!
-//! [`RedisHa::sentinel_url`] is the `redis+sentinel://` store URL of the group.
+//! [`RedisHa::start_tls`] starts the same group serving TLS only: every data node and sentinel
+//! has no plain-text port (`port 0`) and a `tls-port`, replication and the sentinels' links to
+//! the data nodes are TLS (`tls-replication yes`), all with one certificate from a throwaway
+//! CA. The testkit talks to every process through its Unix socket.
+//!
+//! [`RedisHa::sentinel_url`] is the `redis+sentinel://` (`rediss+sentinel://…&cacert=`) store
+//! URL of the group.
 //! [`RedisHa::kill_primary`] kills the current primary with `SIGKILL` (a crash),
 //! [`RedisHa::failover`] asks the sentinels for a failover while the primary runs, and
 //! [`RedisHa::wait_for_new_primary`] waits until the sentinels name another node that says it is
@@ -17,10 +23,11 @@
 //! every wait is bounded.
 
 use super::{binary, free_port, kill_child, logs_of, on_port, wait_until};
-use super::{Kind, Server, Spawned, NEXT_ID};
+use super::{percent_encoded, Kind, Server, Spawned, Tls, NEXT_ID};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -32,8 +39,13 @@ pub const MASTER_NAME: &str = "cosid";
 const SENTINELS: usize = 3;
 
 /// Starts a sentinel (`redis-server sentinel.conf --sentinel`, killed on drop) with `conf` (in
-/// `dir`) and waits until it answers on `port`.
+/// `dir`, with its Unix socket [`socket_of`] added) and waits until it answers there.
 fn start_sentinel(dir: PathBuf, port: u16, conf: &str) -> Spawned {
+    let socket = dir.join("redis.sock");
+    let conf = format!(
+        "{conf}unixsocket {}\nunixsocketperm 700\n",
+        socket.display()
+    );
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     Spawned::start(
         id,
@@ -41,12 +53,12 @@ fn start_sentinel(dir: PathBuf, port: u16, conf: &str) -> Spawned {
         ("sentinel", port),
         |dir| {
             let file = dir.join("sentinel.conf");
-            std::fs::write(&file, conf).expect("cosid-testkit: sentinel.conf");
+            std::fs::write(&file, &conf).expect("cosid-testkit: sentinel.conf");
             let mut cmd = Command::new(binary(Kind::Redis));
             cmd.arg(&file).arg("--sentinel");
             cmd
         },
-        || command(port, &["PING"]).is_some_and(|r| r.starts_with(b"+PONG")),
+        || on_socket(&socket, None, &["PING"]).is_some_and(|r| r.starts_with(b"+PONG")),
     )
 }
 
@@ -62,6 +74,8 @@ pub struct RedisHa {
     /// The data nodes; the first was the primary at the start.
     nodes: Vec<Server>,
     sentinels: Vec<Spawned>,
+    /// The certificates of a group that serves TLS only ([`RedisHa::start_tls`]).
+    tls: Option<Tls>,
 }
 
 impl RedisHa {
@@ -75,11 +89,39 @@ impl RedisHa {
     /// (a group that is not meant to fail over takes a long one, so that a loaded machine does
     /// not make the sentinels think the primary is down).
     pub fn start_with(replicas: usize, down_after: Duration) -> RedisHa {
-        let nodes: Vec<Server> = (0..=replicas).map(|_| Server::redis()).collect();
+        RedisHa::start_group(replicas, down_after, None)
+    }
+
+    /// [`RedisHa::start_with`] serving TLS only (see the module documentation); the CA is
+    /// [`RedisHa::tls_ca`].
+    pub fn start_tls(replicas: usize, down_after: Duration) -> RedisHa {
+        RedisHa::start_group(replicas, down_after, Some(Tls::make("redis-ha")))
+    }
+
+    fn start_group(replicas: usize, down_after: Duration, tls: Option<Tls>) -> RedisHa {
+        let nodes: Vec<Server> = (0..=replicas)
+            .map(|_| match &tls {
+                None => Server::redis(),
+                Some(tls) => Server::redis_tls(tls),
+            })
+            .collect();
         let primary = nodes[0].port();
         for n in &nodes[1..] {
-            let _ = command(n.port(), &["REPLICAOF", "127.0.0.1", &primary.to_string()]);
+            let _ = on_socket(
+                &n.redis_socket(),
+                None,
+                &["REPLICAOF", "127.0.0.1", &primary.to_string()],
+            );
         }
+        let tls_conf = tls.as_ref().map_or(String::new(), |t| {
+            format!(
+                "tls-replication yes\ntls-cert-file {crt}\ntls-key-file {key}\n\
+                 tls-ca-cert-file {ca}\ntls-auth-clients no\n",
+                crt = t.dir.join("server.crt").display(),
+                key = t.dir.join("server.key").display(),
+                ca = t.ca.display(),
+            )
+        });
         let down_after = down_after.as_millis().max(1);
         let sentinels = (0..SENTINELS)
             .map(|i| {
@@ -89,8 +131,13 @@ impl RedisHa {
                     std::process::id(),
                     NEXT_ID.fetch_add(1, Ordering::Relaxed)
                 ));
+                let ports = if tls.is_some() {
+                    format!("port 0\ntls-port {port}\n{tls_conf}")
+                } else {
+                    format!("port {port}\n")
+                };
                 let conf = format!(
-                    "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n\
+                    "{ports}bind 127.0.0.1\nprotected-mode no\ndaemonize no\n\
                      dir {dir}\n\
                      sentinel monitor {MASTER_NAME} 127.0.0.1 {primary} 2\n\
                      sentinel down-after-milliseconds {MASTER_NAME} {down_after}\n\
@@ -102,15 +149,20 @@ impl RedisHa {
                 start_sentinel(dir, port, &conf)
             })
             .collect();
-        let ha = RedisHa { nodes, sentinels };
+        let ha = RedisHa {
+            nodes,
+            sentinels,
+            tls,
+        };
         ha.wait_until("every replica streams from the primary", || {
-            ha.nodes[1..].iter().all(|n| streams(n.port()))
+            ha.nodes[1..].iter().all(|n| ha.streams(n.port()))
         });
         ha.wait_until(
             "every sentinel knows the replicas and the other sentinels",
             || {
                 ha.sentinels.iter().all(|s| {
-                    let known = command(s.port, &["SENTINEL", "MASTER", MASTER_NAME])
+                    let known = ha
+                        .ask(s.port, &["SENTINEL", "MASTER", MASTER_NAME])
                         .map(|r| String::from_utf8_lossy(&r).into_owned())
                         .unwrap_or_default();
                     field(&known, "num-slaves") == Some(replicas)
@@ -122,17 +174,29 @@ impl RedisHa {
     }
 
     /// `redis+sentinel://` with every sentinel, [`MASTER_NAME`] and database 0, then `query`
-    /// (`""`, or `"?replicas=1"` and the like).
+    /// (`""`, or `"?replicas=1"` and the like); for a TLS group `rediss+sentinel://` with the
+    /// CA as `cacert=` at the end of the query.
     pub fn sentinel_url(&self, query: &str) -> String {
         let hosts: Vec<String> = self
             .sentinels
             .iter()
             .map(|s| format!("127.0.0.1:{}", s.port))
             .collect();
-        format!(
-            "redis+sentinel://{}/{MASTER_NAME}/0{query}",
-            hosts.join(",")
-        )
+        let hosts = hosts.join(",");
+        match &self.tls {
+            None => format!("redis+sentinel://{hosts}/{MASTER_NAME}/0{query}"),
+            Some(tls) => format!(
+                "rediss+sentinel://{hosts}/{MASTER_NAME}/0{query}{}cacert={}",
+                if query.is_empty() { '?' } else { '&' },
+                percent_encoded(&tls.ca)
+            ),
+        }
+    }
+
+    /// The PEM file of the CA that signed the certificate of a TLS group
+    /// ([`RedisHa::start_tls`]).
+    pub fn tls_ca(&self) -> Option<&Path> {
+        self.tls.as_ref().map(|t| t.ca.as_path())
     }
 
     /// The ports of the sentinels.
@@ -145,15 +209,15 @@ impl RedisHa {
         self.nodes.iter().map(Server::port).collect()
     }
 
-    /// `redis://` of the data node on `port`.
+    /// `redis://` of the data node on `port` (`rediss://…?cacert=` for a TLS group).
     pub fn node_url(&self, port: u16) -> String {
-        format!("redis://127.0.0.1:{port}/0")
+        self.node(port).url()
     }
 
     /// The port of the primary the sentinels name now (the first sentinel that answers).
     pub fn primary_port(&self) -> Option<u16> {
         self.sentinels.iter().find_map(|s| {
-            let reply = command(
+            let reply = self.ask(
                 s.port,
                 &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME],
             )?;
@@ -165,7 +229,8 @@ impl RedisHa {
 
     /// Whether the node on `port` answers `ROLE` with `master`.
     pub fn is_master(&self, port: u16) -> bool {
-        command(port, &["ROLE"]).is_some_and(|r| r.starts_with(b"*3\r\n$6\r\nmaster"))
+        self.ask(port, &["ROLE"])
+            .is_some_and(|r| r.starts_with(b"*3\r\n$6\r\nmaster"))
     }
 
     /// Kills the current primary with `SIGKILL` and returns its port.
@@ -184,7 +249,7 @@ impl RedisHa {
         let port = self
             .primary_port()
             .expect("cosid-testkit: no sentinel names a primary");
-        let reply = command(
+        let reply = self.ask(
             self.sentinels[0].port,
             &["SENTINEL", "FAILOVER", MASTER_NAME],
         );
@@ -231,15 +296,31 @@ impl RedisHa {
             .expect("cosid-testkit: no sentinel names a primary");
         self.node(port).start();
         if port != primary {
-            let _ = command(port, &["REPLICAOF", "127.0.0.1", &primary.to_string()]);
+            let _ = self.ask(port, &["REPLICAOF", "127.0.0.1", &primary.to_string()]);
             self.wait_until("the restarted node streams from the primary", || {
-                streams(port)
+                self.streams(port)
             });
         }
     }
 
     fn node(&self, port: u16) -> &Server {
         on_port(&self.nodes, port, Server::port, "data node")
+    }
+
+    /// Sends one command to the data node or sentinel on `port` through its Unix socket;
+    /// its reply, as [`command`] gives it.
+    fn ask(&self, port: u16, args: &[&str]) -> Option<Vec<u8>> {
+        let socket = match self.sentinels.iter().find(|s| s.port == port) {
+            Some(s) => s.dir.join("redis.sock"),
+            None => self.node(port).redis_socket(),
+        };
+        on_socket(&socket, None, args)
+    }
+
+    /// Whether the data node on `port` is a replica whose link to its primary is up.
+    fn streams(&self, port: u16) -> bool {
+        self.ask(port, &["INFO", "replication"])
+            .is_some_and(|i| String::from_utf8_lossy(&i).contains("master_link_status:up"))
     }
 
     /// Polls `done` every 100 ms until it holds, or panics naming `what` after
@@ -251,16 +332,6 @@ impl RedisHa {
     }
 }
 
-/// Whether the server on `port` is a replica whose link to its primary is up.
-fn streams(port: u16) -> bool {
-    info(port, "replication").is_some_and(|i| i.contains("master_link_status:up"))
-}
-
-/// `INFO section` of the server on `port`, as text.
-fn info(port: u16, section: &str) -> Option<String> {
-    command(port, &["INFO", section]).map(|r| String::from_utf8_lossy(&r).into_owned())
-}
-
 /// The number after `name` in a flat RESP reply of field/value pairs.
 fn field(reply: &str, name: &str) -> Option<usize> {
     let mut lines = reply.split("\r\n").filter(|l| !l.starts_with('$'));
@@ -268,22 +339,52 @@ fn field(reply: &str, name: &str) -> Option<usize> {
     lines.next()?.parse().ok()
 }
 
-/// Sends one command to the server on `port` and returns its whole reply (raw RESP), or `None`
-/// when it cannot be reached or does not answer within a second.
+/// Sends one command to the server on `port` (in plain text: not to a server of
+/// [`RedisHa::start_tls`]) and returns its whole reply (raw RESP), or `None` when it cannot be
+/// reached or does not answer within a second.
 pub fn command(port: u16, args: &[&str]) -> Option<Vec<u8>> {
     let addr = ([127, 0, 0, 1], port).into();
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    let s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
     s.set_read_timeout(Some(Duration::from_millis(1000))).ok()?;
-    let mut req = format!("*{}\r\n", args.len());
-    for a in args {
-        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    exchange(s, None, args)
+}
+
+/// [`command`] through the Unix socket at `path`, after `AUTH password` when given.
+pub(crate) fn on_socket(path: &Path, password: Option<&str>, args: &[&str]) -> Option<Vec<u8>> {
+    let s = UnixStream::connect(path).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(5000))).ok()?;
+    exchange(s, password, args)
+}
+
+/// Sends `AUTH password` (when given) and `args` on `s`; the whole reply to `args` (raw RESP),
+/// or `None` when the stream ends or times out first.
+pub(crate) fn exchange(
+    mut s: impl Read + Write,
+    password: Option<&str>,
+    args: &[&str],
+) -> Option<Vec<u8>> {
+    let auth = password.map(|p| ["AUTH", p]);
+    let mut req = Vec::new();
+    for cmd in auth.as_ref().map(|a| &a[..]).into_iter().chain([args]) {
+        req.extend_from_slice(format!("*{}\r\n", cmd.len()).as_bytes());
+        for a in cmd {
+            req.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
     }
-    s.write_all(req.as_bytes()).ok()?;
+    s.write_all(&req).ok()?;
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
-        if complete(&got).is_some() {
-            return Some(got);
+        // AUTH's reply (skipped), then the command's.
+        let skipped = if password.is_some() {
+            complete(&got)
+        } else {
+            Some(0)
+        };
+        if let Some(first) = skipped {
+            if let Some(second) = complete(&got[first..]) {
+                return Some(got[first..first + second].to_vec());
+            }
         }
         let n = s.read(&mut buf).ok()?;
         if n == 0 {

@@ -1,7 +1,8 @@
 //! `redis://` and `rediss://` (TLS): the slot store in Redis (or Valkey); `redis+sentinel://`
 //! and `rediss+sentinel://`: the same on the master that Redis Sentinel names;
 //! `redis+cluster://` and `rediss+cluster://`: on a Redis Cluster, following its redirections
-//! (`redis_cluster.rs`).
+//! (`redis_cluster.rs`). With TLS, `?cacert=/path/ca.pem` names the CA that verifies the
+//! servers (every sentinel and node too) in place of the system's roots.
 //!
 //! Each primitive is one Lua script, run atomically by the server in one round trip
 //! (`EVALSHA`, falling back to `EVAL` once after a server restart emptied its script cache). The
@@ -343,6 +344,8 @@ enum Target {
         userinfo: String,
         /// The database number.
         db: i64,
+        /// `?cacert=`: the CA that verifies the sentinels and the master (TLS).
+        ca: Option<Arc<[u8]>>,
     },
     /// `redis+cluster://`: the node that owns the namespace's hash slot, per call.
     Cluster(Arc<cluster::Cluster>),
@@ -457,12 +460,106 @@ impl<'a> Parts<'a> {
 }
 
 /// The query parameters this store reads itself.
-const OURS: [&str; 4] = [
+const OURS: [&str; 5] = [
     "replicas",
     "wait_timeout_ms",
     "sentinel_user",
     "sentinel_password",
+    "cacert",
 ];
+
+/// `?cacert=` of a TLS URL: the PEM file of the CA(s) that verify the servers in place of the
+/// system's roots, read and checked now (a Config error names a file that cannot be read or
+/// holds no certificate).
+fn ca_roots(parts: &Parts<'_>, name: &str, tls: bool) -> Result<Option<Arc<[u8]>>> {
+    let Some(value) = parts.param("cacert") else {
+        return Ok(None);
+    };
+    if !tls {
+        return Err(Error::config(format!(
+            "store URL '{name}' has cacert=, which only a TLS URL takes; use rediss://, \
+             rediss+sentinel:// or rediss+cluster:// for TLS, or remove cacert"
+        )));
+    }
+    let path = crate::percent::decode(value).ok_or_else(|| {
+        Error::config(format!(
+            "store URL '{name}' has a cacert= that is not percent-encoded UTF-8 (write a byte \
+             as %XX)"
+        ))
+    })?;
+    let pem = std::fs::read(&path).map_err(|e| {
+        Error::config(format!(
+            "store URL '{name}': cannot read cacert '{path}': {e}"
+        ))
+    })?;
+    use rustls::pki_types::{pem::PemObject, CertificateDer};
+    if !CertificateDer::pem_slice_iter(&pem).any(|c| c.is_ok()) {
+        return Err(Error::config(format!(
+            "store URL '{name}': cacert '{path}' holds no PEM certificate (-----BEGIN \
+             CERTIFICATE-----)"
+        )));
+    }
+    Ok(Some(pem.into()))
+}
+
+/// A client for `info`; a TLS one checks the server against `ca` when given, else against the
+/// system's roots.
+fn client_for(info: ConnectionInfo, ca: Option<&[u8]>) -> redis::RedisResult<Client> {
+    match ca {
+        Some(pem) => Client::build_with_tls(
+            info,
+            redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.to_vec()),
+            },
+        ),
+        None => Client::open(info),
+    }
+}
+
+/// `e`, a failure to connect to or talk with a server of a URL of the form `form`
+/// (`redis+cluster://` and the like, without TLS's `s`), with what to change in the URL when it
+/// looks like TLS on one side only or a certificate the store does not trust.
+fn connect_error(e: &RedisError, tls: bool, form: &str) -> String {
+    let text = e.to_string();
+    let fix = tls_fix(&text, tls, form);
+    format!("{text}{fix}")
+}
+
+/// What to change in a URL of the form `form` (with TLS: `tls`) whose connection failed with
+/// `text`, as "; …", or "" when `text` does not point at TLS.
+fn tls_fix(text: &str, tls: bool, form: &str) -> String {
+    let said = text.to_ascii_lowercase();
+    let with_s = form.replacen("redis", "rediss", 1);
+    if tls && said.contains("certificate") {
+        format!(
+            "; the server's certificate is not one the store trusts: give the PEM file of the \
+             CA that signed it with {with_s}…?cacert=/path/ca.pem (percent-encoded), or add that \
+             CA to the system's roots, and check that the certificate names the host the URL \
+             (or the cluster's redirection) gives"
+        )
+    } else if tls && (said.contains("corrupt message") || said.contains("invalidcontenttype")) {
+        format!("; the server does not speak TLS on that port: use {form} for a server without TLS")
+    } else if tls
+        && ["timed out", "no connection within", "no master within"]
+            .iter()
+            .any(|w| said.contains(w))
+    {
+        format!(
+            "; a server that does not speak TLS on that port never answers the TLS handshake: \
+             use {form} for a server without TLS"
+        )
+    } else if !tls
+        && (said.contains("reset by peer")
+            || said.contains("broken pipe")
+            || said.contains("unexpected end of file")
+            || said.contains("terminated"))
+    {
+        format!("; if the server serves TLS only (tls-port, port 0), use {with_s} for TLS")
+    } else {
+        String::new()
+    }
+}
 
 /// A value from the URL as an error shows it: short, digits and letters, and only when the
 /// redacted URL shows it too (so it cannot be a piece of a credential).
@@ -524,7 +621,12 @@ fn wait_options(parts: &Parts<'_>, name: &str, timeout: Duration) -> Result<(u32
 /// The sentinels and the master of a `redis+sentinel://` URL, and the master's connection
 /// information on a placeholder host (it checks the user information and the database now, and
 /// holds the password to scrub from messages).
-fn sentinel_target(parts: &Parts<'_>, name: &str, tls: bool) -> Result<(Target, ConnectionInfo)> {
+fn sentinel_target(
+    parts: &Parts<'_>,
+    name: &str,
+    tls: bool,
+    ca: Option<Arc<[u8]>>,
+) -> Result<(Target, ConnectionInfo)> {
     let bad = |why: String| {
         Error::config(format!(
             "store URL '{name}' {why}; use redis+sentinel://[user:password@]sentinel1[:26379][,sentinel2…]/MASTERNAME[/db][?replicas=N]"
@@ -533,7 +635,8 @@ fn sentinel_target(parts: &Parts<'_>, name: &str, tls: bool) -> Result<(Target, 
     if let Some((k, _)) = parts.query.iter().find(|(k, _)| !OURS.contains(k)) {
         return Err(bad(format!(
             "has the parameter {} that a Sentinel URL does not take (it takes replicas, \
-             wait_timeout_ms, sentinel_user and sentinel_password)",
+             wait_timeout_ms, sentinel_user, sentinel_password and, with rediss+sentinel://, \
+             cacert)",
             shown(k, name)
         )));
     }
@@ -634,6 +737,7 @@ fn sentinel_target(parts: &Parts<'_>, name: &str, tls: bool) -> Result<(Target, 
         scheme,
         userinfo: parts.userinfo.to_string(),
         db,
+        ca,
     };
     Ok((target, info))
 }
@@ -642,9 +746,9 @@ impl RedisStore {
     /// Opens the store `url` (`redis://[user:password@]host[:port][/db]`, `rediss://…`, or
     /// `redis+sentinel://[user:password@]sentinel[:port][,…]/MASTERNAME[/db]`, or
     /// `redis+cluster://[user:password@]node[:port][,…][/0]`, each with
-    /// `?replicas=N[&wait_timeout_ms=M]`) with the default 2 s bound on connecting and on every
-    /// operation. Connects lazily: a server that is down now gives `Store` errors from the
-    /// operations, not from here.
+    /// `?replicas=N[&wait_timeout_ms=M]`, and with TLS `&cacert=/path/ca.pem`) with the default
+    /// 2 s bound on connecting and on every operation. Connects lazily: a server that is down
+    /// now gives `Store` errors from the operations, not from here.
     pub fn open(url: &StoreUrl) -> Result<Arc<RedisStore>> {
         Self::open_with_timeout(url, DEFAULT_TIMEOUT)
     }
@@ -663,6 +767,7 @@ impl RedisStore {
         })?;
         let (replicas, wait_timeout_ms) = wait_options(&parts, &name, timeout)?;
         let tls = parts.scheme.starts_with("rediss");
+        let ca = ca_roots(&parts, &name, tls)?;
         let (target, info) = match parts.scheme.as_str() {
             "redis" | "rediss" => {
                 if parts.param("sentinel_user").is_some()
@@ -683,11 +788,11 @@ impl RedisStore {
                 (None, info)
             }
             "redis+sentinel" | "rediss+sentinel" => {
-                let (target, info) = sentinel_target(&parts, &name, tls)?;
+                let (target, info) = sentinel_target(&parts, &name, tls, ca.clone())?;
                 (Some(target), info)
             }
             "redis+cluster" | "rediss+cluster" => {
-                let (cluster, info) = cluster::cluster_target(&parts, &name, tls)?;
+                let (cluster, info) = cluster::cluster_target(&parts, &name, tls, ca.clone())?;
                 (Some(Target::Cluster(Arc::new(cluster))), info)
             }
             _ => {
@@ -718,9 +823,9 @@ impl RedisStore {
         let io = IoRuntime::new(name.clone(), secrets, timeout)?;
         let target = match target {
             Some(t) => t,
-            None => {
-                Target::Direct(Client::open(info).map_err(|e| io.error("cannot use the URL", &e))?)
-            }
+            None => Target::Direct(
+                client_for(info, ca.as_deref()).map_err(|e| io.error("cannot use the URL", &e))?,
+            ),
         };
         Ok(Arc::new(RedisStore {
             io,
@@ -1064,12 +1169,16 @@ impl Shared {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(Some(timeout));
-        let (sentinels, master, scheme, userinfo, db) = match &self.target {
+        let (sentinels, master, scheme, userinfo, db, ca) = match &self.target {
             Target::Direct(client) => {
+                let tls = matches!(
+                    client.get_connection_info().addr(),
+                    redis::ConnectionAddr::TcpTls { .. }
+                );
                 return client
                     .get_multiplexed_async_connection_with_config(&config)
                     .await
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| connect_error(&e, tls, "redis://"));
             }
             Target::Sentinel {
                 sentinels,
@@ -1077,7 +1186,8 @@ impl Shared {
                 scheme,
                 userinfo,
                 db,
-            } => (sentinels, master, scheme, userinfo, db),
+                ca,
+            } => (sentinels, master, scheme, userinfo, db, ca.as_deref()),
             Target::Cluster(_) => {
                 return Err(
                     "a cluster is reached through the node of each hash slot, not one \
@@ -1086,19 +1196,24 @@ impl Shared {
                 )
             }
         };
-        // Each sentinel gets an equal share of the bound, so one that hangs leaves time to ask
-        // the next.
-        let share = timeout / u32::try_from(sentinels.len()).unwrap_or(u32::MAX).max(1);
+        // Each sentinel gets an equal share of 9/10 of the bound, so one that hangs leaves time
+        // to ask the next, and when none answers the error naming why each failed comes within
+        // the bound (not the bare timeout of the bound).
+        let share =
+            timeout.mul_f64(0.9) / u32::try_from(sentinels.len()).unwrap_or(u32::MAX).max(1);
         let mut why = Vec::new();
         for sentinel in sentinels {
             let addr = sentinel.addr().to_string();
             let step = async {
                 let asked = format!("sentinel {addr}");
-                let mut sc = Client::open(sentinel.clone())
+                let tls = *scheme == "rediss";
+                let mut sc = client_for(sentinel.clone(), ca)
                     .map_err(|e| format!("{asked}: {e}"))?
                     .get_multiplexed_async_connection_with_config(&config)
                     .await
-                    .map_err(|e| format!("{asked}: {e}"))?;
+                    .map_err(|e| {
+                        format!("{asked}: {}", connect_error(&e, tls, "redis+sentinel://"))
+                    })?;
                 let named: Option<(String, u16)> = redis::cmd("SENTINEL")
                     .arg("get-master-addr-by-name")
                     .arg(master)
@@ -1114,11 +1229,13 @@ impl Shared {
                 let info = master_url(scheme, userinfo, &host, port, *db)
                     .into_connection_info()
                     .map_err(|e| format!("{node}: {}", scrub_kind(&e)))?;
-                let mut conn = Client::open(info)
+                let mut conn = client_for(info, ca)
                     .map_err(|e| format!("{node}: {e}"))?
                     .get_multiplexed_async_connection_with_config(&config)
                     .await
-                    .map_err(|e| format!("{node}: {e}"))?;
+                    .map_err(|e| {
+                        format!("{node}: {}", connect_error(&e, tls, "redis+sentinel://"))
+                    })?;
                 // A master just demoted, or one the sentinels have not yet told, still accepts
                 // connections: only one that says it is the master is used.
                 let role: Value = redis::cmd("ROLE")
@@ -1143,10 +1260,11 @@ impl Shared {
             match tokio::time::timeout(share, step).await {
                 Ok(Ok(conn)) => return Ok(conn),
                 Ok(Err(e)) => why.push(e),
-                Err(_) => why.push(format!(
-                    "sentinel {addr}: no master within {} ms",
-                    share.as_millis()
-                )),
+                Err(_) => {
+                    let late = format!("no master within {} ms", share.as_millis());
+                    let fix = tls_fix(&late, *scheme == "rediss", "redis+sentinel://");
+                    why.push(format!("sentinel {addr}: {late}{fix}"));
+                }
             }
         }
         Err(format!(

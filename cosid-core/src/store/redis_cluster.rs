@@ -35,12 +35,12 @@
 //! primary of the namespace's shard (or, during a migration, the importing node that now holds
 //! the keys), so it counts the replicas of that shard.
 
-use super::{master_url, scrub_kind, shown, Parts, OURS};
+use super::{client_for, connect_error, master_url, scrub_kind, shown, tls_fix, Parts, OURS};
 use crate::error::{Error, Result};
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, IntoConnectionInfo, Script, ServerErrorKind, Value};
+use redis::{AsyncConnectionConfig, IntoConnectionInfo, Script, ServerErrorKind, Value};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The most `MOVED`/`ASK` redirections one call follows. A slot in migration costs two (the
@@ -66,6 +66,8 @@ pub(super) struct Cluster {
     scheme: &'static str,
     /// The URL's user information with its `@` (may hold the password), or "".
     userinfo: String,
+    /// `?cacert=`: the CA that verifies every node (TLS).
+    ca: Option<Arc<[u8]>>,
     routes: Mutex<Routes>,
     /// Held while connecting, so callers that arrive at once open one connection per node
     /// between them, not one each.
@@ -97,6 +99,7 @@ pub(super) fn cluster_target(
     parts: &Parts<'_>,
     name: &str,
     tls: bool,
+    ca: Option<Arc<[u8]>>,
 ) -> Result<(Cluster, redis::ConnectionInfo)> {
     let bad = |why: String| {
         Error::config(format!(
@@ -110,8 +113,8 @@ pub(super) fn cluster_target(
         .find(|(k, _)| !OURS.contains(k) || k.starts_with("sentinel_"))
     {
         return Err(bad(format!(
-            "has the parameter {} that a cluster URL does not take (it takes replicas and \
-             wait_timeout_ms)",
+            "has the parameter {} that a cluster URL does not take (it takes replicas, \
+             wait_timeout_ms and, with rediss+cluster://, cacert)",
             shown(k, name)
         )));
     }
@@ -168,6 +171,7 @@ pub(super) fn cluster_target(
         seeds,
         scheme,
         userinfo: parts.userinfo.to_string(),
+        ca,
         routes: Mutex::new(Routes::default()),
         connecting: tokio::sync::Mutex::new(()),
     };
@@ -384,21 +388,25 @@ impl Cluster {
         routes.owners.retain(|_, owner| owner != addr);
     }
 
-    /// The first seed node that can be connected to, each given an equal share of `timeout`.
+    /// The first seed node that can be connected to, each given an equal share of 9/10 of
+    /// `timeout` (so that when none answers, the error naming why each failed comes within the
+    /// bound on the whole call, not the bare timeout of that bound).
     async fn any_seed(
         &self,
         timeout: Duration,
     ) -> std::result::Result<(String, MultiplexedConnection), String> {
-        let share = timeout / u32::try_from(self.seeds.len()).unwrap_or(u32::MAX).max(1);
+        let share =
+            timeout.mul_f64(0.9) / u32::try_from(self.seeds.len()).unwrap_or(u32::MAX).max(1);
         let mut why = Vec::new();
         for seed in &self.seeds {
             match tokio::time::timeout(share, self.connection(seed, share)).await {
                 Ok(Ok(conn)) => return Ok((seed.clone(), conn)),
                 Ok(Err(e)) => why.push(e),
-                Err(_) => why.push(format!(
-                    "cluster node {seed}: no connection within {} ms",
-                    share.as_millis()
-                )),
+                Err(_) => {
+                    let late = format!("no connection within {} ms", share.as_millis());
+                    let fix = tls_fix(&late, self.scheme == "rediss", "redis+cluster://");
+                    why.push(format!("cluster node {seed}: {late}{fix}"));
+                }
             }
         }
         Err(format!("no cluster node answers ({})", why.join("; ")))
@@ -433,11 +441,16 @@ impl Cluster {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(Some(timeout));
-        let conn = Client::open(info)
+        let conn = client_for(info, self.ca.as_deref())
             .map_err(|e| format!("{node}: {e}"))?
             .get_multiplexed_async_connection_with_config(&config)
             .await
-            .map_err(|e| format!("{node}: {e}"))?;
+            .map_err(|e| {
+                format!(
+                    "{node}: {}",
+                    connect_error(&e, self.scheme == "rediss", "redis+cluster://")
+                )
+            })?;
         self.lock()
             .connections
             .insert(addr.to_string(), conn.clone());
