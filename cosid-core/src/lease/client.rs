@@ -73,7 +73,7 @@ pub fn spread_pick(lowest_free: &[u32], incarnation: &uuid::Uuid, raced: u32) ->
 /// this attempt and the next `FREE_PICKS - 1`, each spread twice as wide as the one before, so
 /// that a starter that loses the race for its first pick takes its next in the same call
 /// instead of reading the namespace again.
-pub const FREE_PICKS: u32 = 3;
+pub const FREE_PICKS: u32 = 4;
 
 /// The distinct free slots a starter offers on its attempt after `raced` lost races: the
 /// [`spread_pick`]s of attempts `raced` to `raced + FREE_PICKS - 1`, each from the lowest
