@@ -20,7 +20,8 @@
 //! (`COSID_BENCH_STORES=memory,sqlite,redis` for some stores, `COSID_STORM_SIZES=64,256` for
 //! some sizes, `COSID_STORM_RUNS=3` runs per size, the median time reported,
 //! `COSID_STORM_READS=view` or `snapshot` for one of the two reads, `COSID_STORM_OFFERS=all` or
-//! `first` for one of the two offers).
+//! `first` for one of the two offers, `COSID_STORM_BITS=11` for a namespace of 2^11 slots
+//! instead of 2^10).
 
 use cosid_core::lease::{KeeperConfig, LeaseClient, LeaseKeeper, Owner};
 use cosid_core::store::{self, SharedStore};
@@ -95,14 +96,14 @@ type Counts = (u64, u64, u64);
 
 /// One storm: `n` starters at once on a new namespace. The time until the last holds a slot,
 /// and each starter's [`Counts`].
-fn storm(handles: &[SharedStore], n: usize, mode: Mode) -> (Duration, Vec<Counts>) {
+fn storm(handles: &[SharedStore], n: usize, bits: u8, mode: Mode) -> (Duration, Vec<Counts>) {
     let ns = format!("storm-{n}-{}", uuid::Uuid::new_v4().simple());
     let barrier = Arc::new(Barrier::new(n + 1));
     let threads: Vec<_> = (0..n)
         .map(|i| {
             let handle = handles[i % handles.len()].clone();
             let counting = Counting::emulating(handle, mode.whole, mode.first_only);
-            let c = LeaseClient::new(counting.clone(), &ns, 10, TERMS).unwrap();
+            let c = LeaseClient::new(counting.clone(), &ns, bits, TERMS).unwrap();
             let barrier = barrier.clone();
             std::thread::Builder::new()
                 .stack_size(256 * 1024)
@@ -188,6 +189,15 @@ fn main() {
                 .expect("COSID_STORM_SIZES: numbers, e.g. 64,256")
         })
         .collect();
+    let bits: u8 = std::env::var("COSID_STORM_BITS")
+        .ok()
+        .map(|b| {
+            b.parse()
+                .ok()
+                .filter(|b| (1..=20).contains(b))
+                .expect("COSID_STORM_BITS: the namespace's slot bits, 1 to 20")
+        })
+        .unwrap_or(10);
     let runs: usize = std::env::var("COSID_STORM_RUNS")
         .ok()
         .map(|r| r.parse().expect("COSID_STORM_RUNS: a number of runs"))
@@ -226,7 +236,7 @@ fn main() {
             let mut times = Vec::new();
             let mut counts = Vec::new();
             for _ in 0..runs {
-                let (d, c) = storm(&handles, n, mode);
+                let (d, c) = storm(&handles, n, bits, mode);
                 times.push(d);
                 counts.extend(c);
             }
