@@ -43,8 +43,6 @@ use crate::clock::system_now_ms;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
 use gateway::{b64, CallError, Endpoint, Gateway, Kv, RangeAnswer, TxnAnswer};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::CertificateDer;
 use rustls::RootCertStore;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -265,11 +263,7 @@ fn endpoint(url: &str) -> Endpoint {
 fn tls_config(cacert: Option<&str>, name: &str) -> Result<Arc<rustls::ClientConfig>> {
     let mut roots = RootCertStore::empty();
     if let Some(path) = cacert {
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-            .and_then(|it| it.collect::<std::result::Result<_, _>>())
-            .map_err(|e| {
-                Error::config(format!("store '{name}': cannot read cacert '{path}': {e}"))
-            })?;
+        let certs = super::ca_file::read(path, "cacert", name)?.1;
         let (added, _) = roots.add_parsable_certificates(certs);
         if added == 0 {
             return Err(Error::config(format!(

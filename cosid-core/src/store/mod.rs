@@ -29,6 +29,13 @@ use std::sync::Arc;
     feature = "mysql"
 ))]
 mod blocking;
+#[cfg(any(
+    feature = "redis",
+    feature = "postgres",
+    feature = "etcd",
+    feature = "mysql"
+))]
+mod ca_file;
 #[cfg(any(feature = "redis", feature = "etcd"))]
 mod codec;
 #[cfg(feature = "etcd")]

@@ -860,17 +860,7 @@ fn parse(raw: &str, name: &str) -> Result<Parsed> {
 /// mysql_async's TLS options for the URL's `ssl-mode` and `ssl-ca`.
 fn ssl_opts(p: &Parsed, name: &str) -> Result<SslOpts> {
     let roots: Vec<Vec<u8>> = match &p.ssl_ca {
-        Some(path) => {
-            let pem = std::fs::read(path).map_err(|e| {
-                Error::config(format!("store '{name}': cannot read ssl-ca '{path}': {e}"))
-            })?;
-            if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") {
-                return Err(Error::config(format!(
-                    "store '{name}': ssl-ca '{path}' holds no PEM certificate"
-                )));
-            }
-            vec![pem]
-        }
+        Some(path) => vec![super::ca_file::read(path, "ssl-ca", name)?.0],
         None if p.ssl_mode == SslMode::Required => Vec::new(),
         None => {
             let found = rustls_native_certs::load_native_certs().certs;

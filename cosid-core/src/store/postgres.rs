@@ -36,7 +36,6 @@ use crate::error::{Error, Result};
 use crate::lease::{NamespaceRecord, Owner, SlotRecord, Versioned};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::fmt;
@@ -809,13 +808,7 @@ fn tls_connector(mode: &str, rootcert: Option<&str>, name: &str) -> Result<MakeR
     let mut roots = RootCertStore::empty();
     match rootcert {
         Some(path) => {
-            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-                .and_then(|it| it.collect::<Result<_, _>>())
-                .map_err(|e| {
-                    Error::config(format!(
-                        "store '{name}': cannot read sslrootcert '{path}': {e}"
-                    ))
-                })?;
+            let certs = super::ca_file::read(path, "sslrootcert", name)?.1;
             let (added, _) = roots.add_parsable_certificates(certs);
             if added == 0 {
                 return Err(Error::config(format!(

@@ -487,19 +487,7 @@ fn ca_roots(parts: &Parts<'_>, name: &str, tls: bool) -> Result<Option<Arc<[u8]>
              as %XX)"
         ))
     })?;
-    let pem = std::fs::read(&path).map_err(|e| {
-        Error::config(format!(
-            "store URL '{name}': cannot read cacert '{path}': {e}"
-        ))
-    })?;
-    use rustls::pki_types::{pem::PemObject, CertificateDer};
-    if !CertificateDer::pem_slice_iter(&pem).any(|c| c.is_ok()) {
-        return Err(Error::config(format!(
-            "store URL '{name}': cacert '{path}' holds no PEM certificate (-----BEGIN \
-             CERTIFICATE-----)"
-        )));
-    }
-    Ok(Some(pem.into()))
+    Ok(Some(super::ca_file::read(&path, "cacert", name)?.0.into()))
 }
 
 /// A client for `info`; a TLS one checks the server against `ca` when given, else against the
