@@ -774,6 +774,7 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::lease::LeaseClient;
+    use crate::store::SlotWrite;
 
     fn memory_config(name: &str) -> Config {
         Config::from_yaml(&format!(
@@ -883,8 +884,9 @@ mod tests {
             call: crate::store::hooked::Call<'_>,
         ) -> Result<crate::store::hooked::Reply> {
             use crate::store::hooked::Call;
-            if let Call::CasSlot { record, .. } | Call::CasSlotTimed { record, .. } = call {
-                let ours = record.owner.as_ref().map(|o| o.key.as_str()) == Some(self.owner_key);
+            if let Call::CasSlot { write, .. } | Call::CasSlotTimed { write, .. } = call {
+                let ours =
+                    write.record.owner.as_ref().map(|o| o.key.as_str()) == Some(self.owner_key);
                 if ours && self.cut.load(std::sync::atomic::Ordering::SeqCst) {
                     return Err(Error::store("store unreachable for the runtime (test)"));
                 }
@@ -1014,13 +1016,16 @@ mod tests {
         let store = crate::store::open("memory:rt4").unwrap();
         let lease = rt.lease().unwrap();
         store
-            .cas_slot("rt", None, &crate::lease::SlotRecord::vacant(lease.slot))
+            .cas_slot(
+                "rt",
+                SlotWrite::new(None, &crate::lease::SlotRecord::vacant(lease.slot)),
+            )
             .ok();
         let (_, rec) = store.read_slot("rt", lease.slot).unwrap();
         let mut stolen = rec.unwrap();
         stolen.value.owner = Some(Owner::new("other"));
         store
-            .cas_slot("rt", Some(stolen.version), &stolen.value)
+            .cas_slot("rt", SlotWrite::new(Some(stolen.version), &stolen.value))
             .unwrap();
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while answer.lock().unwrap().is_none() && std::time::Instant::now() < deadline {

@@ -12,7 +12,7 @@ mod network;
 use conformance::{acquire, client, unique_namespace, LONG};
 use cosid_core::lease::{Owner, SlotRecord};
 use cosid_core::store::mysql::MysqlStore;
-use cosid_core::store::{SharedStore, StoreUrl};
+use cosid_core::store::{SharedStore, SlotWrite, StoreUrl};
 use cosid_testkit::{Server, MYSQL_PASSWORD_USER};
 use network::assert_store_error;
 use std::process::{Command, Stdio};
@@ -73,19 +73,22 @@ fn an_unchanged_record_is_a_write_and_a_stale_one_is_not_with_either_row_count()
         .unwrap();
         let ns = unique_namespace("same-record");
         let rec = SlotRecord::vacant(3);
-        let v1 = store.cas_slot(&ns, None, &rec).unwrap().expect("created");
+        let v1 = store
+            .cas_slot(&ns, SlotWrite::new(None, &rec))
+            .unwrap()
+            .expect("created");
         assert_eq!(
-            store.cas_slot(&ns, None, &rec).unwrap(),
+            store.cas_slot(&ns, SlotWrite::new(None, &rec)).unwrap(),
             None,
             "{found_rows}"
         );
         let v2 = store
-            .cas_slot(&ns, Some(v1), &rec)
+            .cas_slot(&ns, SlotWrite::new(Some(v1), &rec))
             .unwrap()
             .expect("the same record under the current version writes");
         assert!(v2 > v1, "{v2} after {v1}");
         assert_eq!(
-            store.cas_slot(&ns, Some(v1), &rec).unwrap(),
+            store.cas_slot(&ns, SlotWrite::new(Some(v1), &rec)).unwrap(),
             None,
             "{found_rows}"
         );
@@ -101,11 +104,11 @@ fn a_write_reports_the_store_clock() {
     let ns = unique_namespace("timed");
     let (before, _) = store.read_slot(&ns, 0).unwrap();
     let w = store
-        .cas_slot_timed(&ns, None, &SlotRecord::vacant(0))
+        .cas_slot_timed(&ns, SlotWrite::new(None, &SlotRecord::vacant(0)))
         .unwrap()
         .expect("created");
     let w2 = store
-        .cas_slot_timed(&ns, Some(w.version), &SlotRecord::vacant(0))
+        .cas_slot_timed(&ns, SlotWrite::new(Some(w.version), &SlotRecord::vacant(0)))
         .unwrap()
         .expect("written");
     let (after, _) = store.read_slot(&ns, 0).unwrap();
@@ -156,19 +159,24 @@ fn a_deleted_and_recreated_record_never_repeats_a_version() {
             fence,
             ..SlotRecord::vacant(1)
         };
-        version = Some(store.cas_slot(&ns, version, &rec).unwrap().unwrap());
+        version = Some(
+            store
+                .cas_slot(&ns, SlotWrite::new(version, &rec))
+                .unwrap()
+                .unwrap(),
+        );
         old.push(version.unwrap());
     }
     sql(&server, "DELETE FROM cosid_slot");
     let again = store
-        .cas_slot(&ns, None, &SlotRecord::vacant(1))
+        .cas_slot(&ns, SlotWrite::new(None, &SlotRecord::vacant(1)))
         .unwrap()
         .expect("created again");
     assert!(old.iter().all(|v| *v < again), "{again} after {old:?}");
     for v in &old {
         assert_eq!(
             store
-                .cas_slot(&ns, Some(*v), &SlotRecord::vacant(1))
+                .cas_slot(&ns, SlotWrite::new(Some(*v), &SlotRecord::vacant(1)))
                 .unwrap(),
             None
         );
@@ -247,7 +255,7 @@ fn a_server_that_never_answers_times_out_with_a_clear_error() {
         store.snapshot("t").map(|_| ()).unwrap_err(),
         store.read_slot("t", 0).map(|_| ()).unwrap_err(),
         store
-            .cas_slot("t", None, &SlotRecord::vacant(0))
+            .cas_slot("t", SlotWrite::new(None, &SlotRecord::vacant(0)))
             .map(|_| ())
             .unwrap_err(),
     ] {

@@ -24,7 +24,7 @@ use conformance::{acquire, client, unique_namespace, LONG};
 use cosid_core::lease::invariants::{self, Invariant, Step};
 use cosid_core::lease::{Owner, Renewal, SlotLease, SlotRecord, Terms};
 use cosid_core::store::postgres::PostgresStore;
-use cosid_core::store::SharedStore;
+use cosid_core::store::{SharedStore, SlotWrite};
 use cosid_core::{ErrorKind, Result};
 use cosid_testkit::pg_standby::{psql, PgPair};
 use cosid_testkit::Server;
@@ -167,7 +167,7 @@ fn writer(store: SharedStore, ns: String, started: Arc<AtomicUsize>) -> (u64, u6
     let mut rec = SlotRecord::vacant(0);
     rec.fence = 1;
     let mut version = store
-        .cas_slot(&ns, None, &rec)
+        .cas_slot(&ns, SlotWrite::new(None, &rec))
         .expect("the first write")
         .expect("slot 0 is new");
     let mut acked = (rec.fence, version);
@@ -175,7 +175,7 @@ fn writer(store: SharedStore, ns: String, started: Arc<AtomicUsize>) -> (u64, u6
         started.fetch_add(1, Ordering::SeqCst);
         rec.fence += 1;
         rec.ceiling = rec.fence as i64;
-        match store.cas_slot(&ns, Some(version), &rec) {
+        match store.cas_slot(&ns, SlotWrite::new(Some(version), &rec)) {
             Ok(Some(v)) => {
                 version = v;
                 acked = (rec.fence, v);
@@ -371,7 +371,7 @@ fn a_url_reaching_only_the_standby_gives_the_read_only_error_naming_the_fix() {
         let url = format!("postgres://postgres:{SECRET}@127.0.0.1:{standby}/postgres");
         let store = open(&url, Duration::from_secs(5)).unwrap();
         let e = store
-            .cas_slot(&ns, None, &SlotRecord::vacant(0))
+            .cas_slot(&ns, SlotWrite::new(None, &SlotRecord::vacant(0)))
             .expect_err("a standby takes no write");
         let text = format!("{e} {e:?}");
         assert!(!text.contains(SECRET), "{text}");
@@ -393,7 +393,7 @@ fn a_url_reaching_only_the_standby_gives_the_read_only_error_naming_the_fix() {
     let store = open(&url, Duration::from_secs(5)).unwrap();
     assert!(!format!("{store:?} {}", store.describe()).contains(SECRET));
     let e = store
-        .cas_slot(&ns, None, &SlotRecord::vacant(0))
+        .cas_slot(&ns, SlotWrite::new(None, &SlotRecord::vacant(0)))
         .expect_err("no host takes writes");
     let text = format!("{e} {e:?}");
     assert!(!text.contains(SECRET), "{text}");

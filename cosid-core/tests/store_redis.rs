@@ -76,7 +76,10 @@ fn versions_stay_above_those_of_writes_a_failover_lost() {
     let store = open(&url, Duration::from_secs(20)).expect("the store opens");
     let ns = conformance::unique_namespace("lost-counter");
     let lost = store
-        .cas_slot(&ns, None, &cosid_core::lease::SlotRecord::vacant(0))
+        .cas_slot(
+            &ns,
+            SlotWrite::new(None, &cosid_core::lease::SlotRecord::vacant(0)),
+        )
         .unwrap()
         .expect("a new record is written");
     let mut con = redis::Client::open(url.as_str())
@@ -88,7 +91,10 @@ fn versions_stay_above_those_of_writes_a_failover_lost() {
         .query(&mut con)
         .expect("SET");
     let after = store
-        .cas_slot(&ns, None, &cosid_core::lease::SlotRecord::vacant(1))
+        .cas_slot(
+            &ns,
+            SlotWrite::new(None, &cosid_core::lease::SlotRecord::vacant(1)),
+        )
         .unwrap()
         .expect("a new record is written");
     assert!(after > lost, "version {after} is not above {lost}");
@@ -232,7 +238,7 @@ fn rewrite(store: &SharedStore, ns: &str, slot: u32, change: impl Fn(&mut SlotRe
     let mut next = current.value.clone();
     change(&mut next);
     assert!(store
-        .cas_slot(ns, Some(current.version), &next)
+        .cas_slot(ns, SlotWrite::new(Some(current.version), &next))
         .unwrap()
         .is_some());
 }
@@ -295,7 +301,7 @@ fn the_index_follows_every_write_of_a_slot_record() {
         check(&mut con, &format!("rewriting slot {slot}"));
     }
     assert!(store
-        .cas_slot(&ns, None, &SlotRecord::vacant(99))
+        .cas_slot(&ns, SlotWrite::new(None, &SlotRecord::vacant(99)))
         .unwrap()
         .is_some());
     check(&mut con, "a new record of no key");
@@ -308,16 +314,8 @@ fn the_index_follows_every_write_of_a_slot_record() {
         expires_at: later,
         ..SlotRecord::vacant(slot)
     };
-    let writes = [
-        SlotWrite {
-            expected: None,
-            record: taken(2),
-        },
-        SlotWrite {
-            expected: None,
-            record: taken(100),
-        },
-    ];
+    let (two, hundred) = (taken(2), taken(100));
+    let writes = [SlotWrite::new(None, &two), SlotWrite::new(None, &hundred)];
     assert_eq!(
         store.cas_first_slot(&ns, &writes).unwrap().map(|w| w.0),
         Some(1)
@@ -371,7 +369,9 @@ fn a_view_of_thousands_of_free_records_returns_them_all() {
                 fence: 1,
                 ..SlotRecord::vacant(slot)
             };
-            assert!(writer.cas_slot(&namespace, None, &released)?.is_some());
+            assert!(writer
+                .cas_slot(&namespace, SlotWrite::new(None, &released))?
+                .is_some());
         }
         Ok::<(), cosid_core::Error>(())
     });

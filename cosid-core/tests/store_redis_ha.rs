@@ -29,7 +29,7 @@ use conformance::{acquire, client, request, unique_namespace, LONG};
 use cosid_core::lease::invariants::{self, Step};
 use cosid_core::lease::{Owner, Renewal, SlotRecord};
 use cosid_core::store::redis::RedisStore;
-use cosid_core::store::SharedStore;
+use cosid_core::store::{SharedStore, SlotWrite};
 use cosid_core::ErrorKind;
 use cosid_testkit::redis_ha::RedisHa;
 use failover::{eventually, holders_through_a_failover, wait_for};
@@ -135,14 +135,20 @@ fn with_every_replica_stopped_a_write_is_a_store_error_and_its_window_unused() {
     says_so(&e, &store);
     // (In a namespace of its own: the write lands on the primary.)
     let e = direct
-        .cas_slot(&unique_namespace("direct"), None, &SlotRecord::vacant(0))
+        .cas_slot(
+            &unique_namespace("direct"),
+            SlotWrite::new(None, &SlotRecord::vacant(0)),
+        )
         .expect_err("a compare-and-set no replica acknowledged");
     says_so(&e, &direct);
     // A compare-and-set that writes nothing (a stale version) needs no replica: it is a plain
     // "no".
     assert_eq!(
         direct
-            .cas_slot(&ns, Some(1), &SlotRecord::vacant(lease.slot))
+            .cas_slot(
+                &ns,
+                SlotWrite::new(Some(1), &SlotRecord::vacant(lease.slot))
+            )
             .unwrap(),
         None
     );

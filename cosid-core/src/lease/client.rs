@@ -5,7 +5,7 @@
 use super::record::{IdLayout, NamespaceRecord, Owner, SlotLease, SlotRecord, Versioned};
 use super::rules::{self, Refusal, Terms};
 use crate::error::{Error, ErrorKind, Result};
-use crate::store::{CandidateAsk, CandidateView, SharedStore, SlotWrite};
+use crate::store::{CandidateAsk, CandidateView, NamespaceWrite, SharedStore, SlotWrite};
 use std::collections::{HashMap, HashSet};
 
 /// How many lost compare-and-set races one call tolerates before giving up with a store error.
@@ -353,7 +353,9 @@ impl LeaseClient {
                 },
             ),
         };
-        let written = self.store.cas_namespace(&self.namespace, expected, &rec)?;
+        let written = self
+            .store
+            .cas_namespace(&self.namespace, NamespaceWrite::new(expected, &rec))?;
         Ok(written.map(|_| rec))
     }
 
@@ -494,9 +496,9 @@ impl LeaseClient {
                 let renewed =
                     rules::renew(&own.value, &req.owner, own.value.fence, now, self.terms);
                 if let Ok(renewed) = renewed {
-                    if let Some(version) =
-                        self.store
-                            .cas_slot(&self.namespace, Some(own.version), &renewed)?
+                    if let Some(version) = self
+                        .store
+                        .cas_slot(&self.namespace, SlotWrite::new(Some(own.version), &renewed))?
                     {
                         return Ok(self.granted(renewed, version, now, Choice::Own, &known, req));
                     }
@@ -552,26 +554,24 @@ impl LeaseClient {
             whole = false;
             // Every candidate in the protocol's order, each written by the rules from the
             // record the view holds for it; the store writes the first still as it was read.
-            let writes: Vec<SlotWrite> = candidates
+            let (expected, records): (Vec<Option<u64>>, Vec<SlotRecord>) = candidates
                 .iter()
                 .map(|&(slot, _)| {
                     let (expected, current) = known.record(slot);
-                    SlotWrite {
-                        expected,
-                        record: rules::acquire(
-                            &current,
-                            &req.owner,
-                            now,
-                            self.terms,
-                            floor_at_least,
-                        ),
-                    }
+                    let next =
+                        rules::acquire(&current, &req.owner, now, self.terms, floor_at_least);
+                    (expected, next)
                 })
+                .unzip();
+            let writes: Vec<SlotWrite<'_>> = expected
+                .iter()
+                .zip(&records)
+                .map(|(&expected, record)| SlotWrite::new(expected, record))
                 .collect();
             if let Some((i, written)) = self.store.cas_first_slot(&self.namespace, &writes)? {
                 let tried = writes.len();
                 let (Some(next), Some(&(_, choice))) =
-                    (writes.into_iter().nth(i), candidates.get(i))
+                    (records.into_iter().nth(i), candidates.get(i))
                 else {
                     return Err(Error::store(format!(
                         "{} reported writing candidate {i} of a compare-and-set over {tried} \
@@ -581,7 +581,7 @@ impl LeaseClient {
                         self.namespace
                     )));
                 };
-                return Ok(self.granted(next.record, written, now, choice, &known, req));
+                return Ok(self.granted(next, written, now, choice, &known, req));
             }
             raced += 1;
         }
@@ -650,10 +650,10 @@ impl LeaseClient {
                     Ok(next) => next,
                     Err(refusal) => return Ok(Renewal::Lost(refusal)),
                 };
-            if let Some(version) =
-                self.store
-                    .cas_slot(&self.namespace, Some(current.version), &next)?
-            {
+            if let Some(version) = self.store.cas_slot(
+                &self.namespace,
+                SlotWrite::new(Some(current.version), &next),
+            )? {
                 return Ok(Renewal::Renewed(SlotLease::written(
                     &self.namespace,
                     next,
@@ -688,9 +688,9 @@ impl LeaseClient {
             if let Ok(next) =
                 rules::renew(&w.value, &lease.owner, lease.fence, store_now, self.terms)
             {
-                if let Some(done) =
-                    self.store
-                        .cas_slot_timed(&self.namespace, Some(w.version), &next)?
+                if let Some(done) = self
+                    .store
+                    .cas_slot_timed(&self.namespace, SlotWrite::new(Some(w.version), &next))?
                 {
                     return Ok(Renewal::Renewed(SlotLease::written(
                         &self.namespace,
@@ -726,7 +726,7 @@ impl LeaseClient {
             if let Ok(next) = rules::release(&w.value, &lease.owner, lease.fence, last_issued) {
                 if self
                     .store
-                    .cas_slot(&self.namespace, Some(w.version), &next)?
+                    .cas_slot(&self.namespace, SlotWrite::new(Some(w.version), &next))?
                     .is_some()
                 {
                     return Ok(Some(next.next_floor));
@@ -744,7 +744,10 @@ impl LeaseClient {
             };
             if self
                 .store
-                .cas_slot(&self.namespace, Some(current.version), &next)?
+                .cas_slot(
+                    &self.namespace,
+                    SlotWrite::new(Some(current.version), &next),
+                )?
                 .is_some()
             {
                 return Ok(Some(next.next_floor));
@@ -786,7 +789,10 @@ impl LeaseClient {
                 } else {
                     rec.clone()
                 };
-                if store.cas_slot(namespace, version, &next)?.is_some() {
+                if store
+                    .cas_slot(namespace, SlotWrite::new(version, &next))?
+                    .is_some()
+                {
                     if let Some(owner) = &rec.owner {
                         if !rules::is_free(&rec, now) && rec.floor < not_before_ms {
                             held_below.push((slot, owner.key.clone()));
@@ -834,7 +840,10 @@ impl LeaseClient {
                 not_before_ms,
                 ..rec
             };
-            if store.cas_namespace(namespace, expected, &next)?.is_some() {
+            if store
+                .cas_namespace(namespace, NamespaceWrite::new(expected, &next))?
+                .is_some()
+            {
                 return Ok(next);
             }
         }
@@ -923,16 +932,7 @@ mod tests {
                 },
                 Call::CasNamespace { .. } if self.forgets_namespace => Ok(Reply::Version(Some(1))),
                 // A timed compare-and-set is a plain one, written without the store's clock.
-                Call::CasSlot {
-                    namespace,
-                    expected,
-                    record,
-                }
-                | Call::CasSlotTimed {
-                    namespace,
-                    expected,
-                    record,
-                } => {
+                Call::CasSlot { namespace, write } | Call::CasSlotTimed { namespace, write } => {
                     if self.always_raced {
                         return Ok(Reply::Version(None));
                     }
@@ -940,11 +940,11 @@ mod tests {
                         .lose_next
                         .swap(false, std::sync::atomic::Ordering::SeqCst)
                     {
-                        return Ok(Reply::Version(inner.cas_slot(namespace, expected, record)?));
+                        return Ok(Reply::Version(inner.cas_slot(namespace, write)?));
                     }
                     if let Some(taker) = &self.taker {
                         self.clock.advance(std::time::Duration::from_secs(2));
-                        plant_lease(inner, record.slot, taker);
+                        plant_lease(inner, write.record.slot, taker);
                     }
                     Ok(Reply::Version(None))
                 }
@@ -1162,7 +1162,10 @@ mod tests {
         let rec = current.map_or(SlotRecord::vacant(slot), |v| v.value);
         let next = rules::acquire(&rec, owner, now, terms(), floor_at_least);
         let expected = store.read_slot("ns", slot).unwrap().1.map(|v| v.version);
-        assert!(store.cas_slot("ns", expected, &next).unwrap().is_some());
+        assert!(store
+            .cas_slot("ns", SlotWrite::new(expected, &next))
+            .unwrap()
+            .is_some());
     }
 
     /// A store whose candidate view is replaced by `view` (given the real one): a store that

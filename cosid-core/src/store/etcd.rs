@@ -38,10 +38,12 @@
 mod gateway;
 
 use super::blocking::{Failure, IoRuntime, DEFAULT_TIMEOUT};
-use super::{codec, NamespaceSnapshot, SlotStore, SlotWrite, StoreUrl};
+use super::{
+    codec, Cas, NamespaceSnapshot, NamespaceWrite, SlotRead, SlotStore, SlotWrite, StoreUrl,
+};
 use crate::clock::system_now_ms;
 use crate::error::{Error, ErrorKind, Result};
-use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
+use crate::lease::{SlotRecord, Snapshot, Versioned};
 use gateway::{b64, CallError, Endpoint, Gateway, Kv, RangeAnswer, TxnAnswer};
 use rustls::RootCertStore;
 use serde_json::{json, Value};
@@ -591,12 +593,8 @@ impl SlotStore for EtcdStore {
         self.io.name().to_string()
     }
 
-    fn cas_namespace(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &NamespaceRecord,
-    ) -> Result<Option<u64>> {
+    fn cas_namespace(&self, namespace: &str, write: NamespaceWrite<'_>) -> Result<Option<u64>> {
+        let Cas { expected, record } = write;
         self.cas(
             "writing the namespace record",
             ns_key(namespace),
@@ -605,11 +603,7 @@ impl SlotStore for EtcdStore {
         )
     }
 
-    fn read_slot(
-        &self,
-        namespace: &str,
-        slot: u32,
-    ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+    fn read_slot(&self, namespace: &str, slot: u32) -> Result<SlotRead> {
         let what = "reading a slot";
         let key = slot_key(namespace, slot);
         let body = self.call(what, "/v3/kv/range", json!({ "key": b64(key.as_bytes()) }))?;
@@ -622,12 +616,8 @@ impl SlotStore for EtcdStore {
         }
     }
 
-    fn cas_slot(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<u64>> {
+    fn cas_slot(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<u64>> {
+        let Cas { expected, record } = write;
         self.cas(
             "writing a slot record",
             slot_key(namespace, record.slot),
@@ -641,13 +631,13 @@ impl SlotStore for EtcdStore {
     fn cas_first_slot(
         &self,
         namespace: &str,
-        writes: &[SlotWrite],
+        writes: &[SlotWrite<'_>],
     ) -> Result<Option<(usize, u64)>> {
         let what = "writing a slot record";
         let mut nested: Option<Value> = None;
         for w in writes.iter().rev() {
             let key = slot_key(namespace, w.record.slot);
-            let mut txn = put_if(&key, w.expected, &codec::encode_slot(&w.record));
+            let mut txn = put_if(&key, w.expected, &codec::encode_slot(w.record));
             if let Some(next) = nested.take() {
                 txn["failure"] = json!([{ "request_txn": next }]);
             }
@@ -696,6 +686,7 @@ impl SlotStore for EtcdStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lease::NamespaceRecord;
 
     #[test]
     fn urls_name_endpoints_user_and_tls() {
@@ -785,7 +776,10 @@ mod tests {
             next_floor,
             ..SlotRecord::vacant(slot)
         };
-        assert!(store.cas_slot(ns, expected, &record).unwrap().is_some());
+        assert!(store
+            .cas_slot(ns, SlotWrite::new(expected, &record))
+            .unwrap()
+            .is_some());
     }
 
     /// Snapshots after the first transfer only the slots changed since; what they give is the
@@ -835,7 +829,9 @@ mod tests {
         };
         let mut version = None;
         for _ in 0..60 {
-            version = store.cas_namespace(ns, version, &record).unwrap();
+            version = store
+                .cas_namespace(ns, NamespaceWrite::new(version, &record))
+                .unwrap();
             assert!(version.is_some());
         }
         assert_eq!(floors(&store, ns), [(0, 900), (2, 902), (3, 903), (4, 904)]);
@@ -872,7 +868,7 @@ mod tests {
         let authed = open(&with_user);
         let ns = "auth";
         assert!(authed
-            .cas_slot(ns, None, &SlotRecord::vacant(0))
+            .cas_slot(ns, SlotWrite::new(None, &SlotRecord::vacant(0)))
             .unwrap()
             .is_some());
         assert_eq!(authed.snapshot(ns).unwrap().slots.slots.len(), 1);
@@ -1012,7 +1008,7 @@ mod tests {
         ));
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         let outcome = loop {
-            match good.cas_slot("tls", None, &SlotRecord::vacant(0)) {
+            match good.cas_slot("tls", SlotWrite::new(None, &SlotRecord::vacant(0))) {
                 Ok(v) => break Ok(v),
                 Err(e) if std::time::Instant::now() > deadline => break Err(e),
                 Err(_) => std::thread::sleep(Duration::from_millis(200)),

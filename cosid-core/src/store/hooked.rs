@@ -5,10 +5,11 @@
 //! re-implements the [`SlotStore`] trait just to forward. Not a stable API.
 
 use super::{
-    CandidateAsk, CandidateView, NamespaceSnapshot, SharedStore, SlotStore, SlotWrite, Written,
+    CandidateAsk, CandidateView, NamespaceSnapshot, NamespaceWrite, SharedStore, SlotRead,
+    SlotStore, SlotWrite, Written,
 };
 use crate::error::Result;
-use crate::lease::{NamespaceRecord, SlotRecord, Versioned};
+use crate::lease::{SlotRecord, Versioned};
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -21,22 +22,19 @@ pub enum Call<'a> {
     /// [`SlotStore::cas_namespace`].
     CasNamespace {
         namespace: &'a str,
-        expected: Option<u64>,
-        record: &'a NamespaceRecord,
+        write: NamespaceWrite<'a>,
     },
     /// [`SlotStore::read_slot`].
     ReadSlot { namespace: &'a str, slot: u32 },
     /// [`SlotStore::cas_slot`].
     CasSlot {
         namespace: &'a str,
-        expected: Option<u64>,
-        record: &'a SlotRecord,
+        write: SlotWrite<'a>,
     },
     /// [`SlotStore::cas_slot_timed`].
     CasSlotTimed {
         namespace: &'a str,
-        expected: Option<u64>,
-        record: &'a SlotRecord,
+        write: SlotWrite<'a>,
     },
     /// [`SlotStore::candidates`].
     Candidates {
@@ -47,7 +45,7 @@ pub enum Call<'a> {
     /// ([`Hook::sees_each_write`]).
     CasFirstSlot {
         namespace: &'a str,
-        writes: &'a [SlotWrite],
+        writes: &'a [SlotWrite<'a>],
     },
 }
 
@@ -75,25 +73,17 @@ impl Call<'_> {
     pub fn on(self, store: &dyn SlotStore) -> Result<Reply> {
         Ok(match self {
             Call::Snapshot { namespace } => Reply::Snapshot(store.snapshot(namespace)?),
-            Call::CasNamespace {
-                namespace,
-                expected,
-                record,
-            } => Reply::Version(store.cas_namespace(namespace, expected, record)?),
+            Call::CasNamespace { namespace, write } => {
+                Reply::Version(store.cas_namespace(namespace, write)?)
+            }
             Call::ReadSlot { namespace, slot } => {
                 let (now, record) = store.read_slot(namespace, slot)?;
                 Reply::Slot(now, record)
             }
-            Call::CasSlot {
-                namespace,
-                expected,
-                record,
-            } => Reply::Version(store.cas_slot(namespace, expected, record)?),
-            Call::CasSlotTimed {
-                namespace,
-                expected,
-                record,
-            } => Reply::Written(store.cas_slot_timed(namespace, expected, record)?),
+            Call::CasSlot { namespace, write } => Reply::Version(store.cas_slot(namespace, write)?),
+            Call::CasSlotTimed { namespace, write } => {
+                Reply::Written(store.cas_slot_timed(namespace, write)?)
+            }
             Call::Candidates { namespace, ask } => {
                 Reply::Candidates(store.candidates(namespace, ask)?)
             }
@@ -217,24 +207,11 @@ impl<H: Hook> SlotStore for Hooked<H> {
         }
     }
 
-    fn cas_namespace(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &NamespaceRecord,
-    ) -> Result<Option<u64>> {
-        self.version(Call::CasNamespace {
-            namespace,
-            expected,
-            record,
-        })
+    fn cas_namespace(&self, namespace: &str, write: NamespaceWrite<'_>) -> Result<Option<u64>> {
+        self.version(Call::CasNamespace { namespace, write })
     }
 
-    fn read_slot(
-        &self,
-        namespace: &str,
-        slot: u32,
-    ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+    fn read_slot(&self, namespace: &str, slot: u32) -> Result<SlotRead> {
         let call = Call::ReadSlot { namespace, slot };
         match self.call(call)? {
             Reply::Slot(now, record) => Ok((now, record)),
@@ -242,30 +219,12 @@ impl<H: Hook> SlotStore for Hooked<H> {
         }
     }
 
-    fn cas_slot(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<u64>> {
-        self.version(Call::CasSlot {
-            namespace,
-            expected,
-            record,
-        })
+    fn cas_slot(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<u64>> {
+        self.version(Call::CasSlot { namespace, write })
     }
 
-    fn cas_slot_timed(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<Written>> {
-        let call = Call::CasSlotTimed {
-            namespace,
-            expected,
-            record,
-        };
+    fn cas_slot_timed(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<Written>> {
+        let call = Call::CasSlotTimed { namespace, write };
         match self.call(call)? {
             Reply::Written(written) => Ok(written),
             Reply::Version(version) => Ok(version.map(|version| Written {
@@ -287,7 +246,7 @@ impl<H: Hook> SlotStore for Hooked<H> {
     fn cas_first_slot(
         &self,
         namespace: &str,
-        writes: &[SlotWrite],
+        writes: &[SlotWrite<'_>],
     ) -> Result<Option<(usize, u64)>> {
         if self.hook.sees_each_write() {
             return super::cas_one_by_one(self, namespace, writes);

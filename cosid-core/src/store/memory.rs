@@ -2,7 +2,9 @@
 //! store share it (and so get distinct slots); nothing survives the process. The store clock is
 //! the host clock (or the clock a test passes).
 
-use super::{NamespaceSnapshot, SharedStore, SlotStore, Written};
+use super::{
+    Cas, NamespaceSnapshot, NamespaceWrite, SharedStore, SlotRead, SlotStore, SlotWrite, Written,
+};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::Result;
 use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
@@ -116,12 +118,8 @@ impl SlotStore for MemoryStore {
         }))
     }
 
-    fn cas_namespace(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &NamespaceRecord,
-    ) -> Result<Option<u64>> {
+    fn cas_namespace(&self, namespace: &str, write: NamespaceWrite<'_>) -> Result<Option<u64>> {
+        let Cas { expected, record } = write;
         Ok(self.compare_and_set(
             namespace,
             expected,
@@ -135,11 +133,7 @@ impl SlotStore for MemoryStore {
         ))
     }
 
-    fn read_slot(
-        &self,
-        namespace: &str,
-        slot: u32,
-    ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+    fn read_slot(&self, namespace: &str, slot: u32) -> Result<SlotRead> {
         let now = self.clock.now_ms();
         Ok(self.with(|_, map| {
             (
@@ -149,12 +143,8 @@ impl SlotStore for MemoryStore {
         }))
     }
 
-    fn cas_slot(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<u64>> {
+    fn cas_slot(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<u64>> {
+        let Cas { expected, record } = write;
         Ok(self.compare_and_set(
             namespace,
             expected,
@@ -172,18 +162,11 @@ impl SlotStore for MemoryStore {
     }
 
     /// The store clock is read as the write is made, as `read_slot` reads it.
-    fn cas_slot_timed(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<Written>> {
+    fn cas_slot_timed(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<Written>> {
         let now = self.clock.now_ms();
-        Ok(self
-            .cas_slot(namespace, expected, record)?
-            .map(|version| Written {
-                version,
-                store_now: Some(now),
-            }))
+        Ok(self.cas_slot(namespace, write)?.map(|version| Written {
+            version,
+            store_now: Some(now),
+        }))
     }
 }

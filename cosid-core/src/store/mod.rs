@@ -94,28 +94,17 @@ pub trait SlotStore: Send + Sync + fmt::Debug {
     /// The namespace record and every slot record, with the store's clock, read at one moment.
     fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot>;
 
-    /// Writes the namespace record if its version is still `expected` (`None`: no record yet).
-    /// Returns the new version, or `None` when the version had changed and nothing was written.
-    fn cas_namespace(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &NamespaceRecord,
-    ) -> Result<Option<u64>>;
+    /// Writes `write.record` as the namespace record if its version is still `write.expected`
+    /// (`None`: no record yet). Returns the new version, or `None` when the version had changed and nothing was written.
+    fn cas_namespace(&self, namespace: &str, write: NamespaceWrite<'_>) -> Result<Option<u64>>;
 
     /// One slot record (`None` if the slot has none) and the store's clock.
-    fn read_slot(&self, namespace: &str, slot: u32)
-        -> Result<(i64, Option<Versioned<SlotRecord>>)>;
+    fn read_slot(&self, namespace: &str, slot: u32) -> Result<SlotRead>;
 
-    /// Writes `record` (for slot `record.slot`) if the slot's version is still `expected`
-    /// (`None`: no record yet). Returns the new version, or `None` when the version had changed
+    /// Writes `write.record` (for slot `write.record.slot`) if the slot's version is still
+    /// `write.expected` (`None`: no record yet). Returns the new version, or `None` when the version had changed
     /// and nothing was written. This is the one atomic step of every lease change.
-    fn cas_slot(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<u64>>;
+    fn cas_slot(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<u64>>;
 
     /// Writes the first of `writes` whose slot's version is still the one it expects, and
     /// returns its index in `writes` and its new version; `None` when no version matched and
@@ -132,7 +121,7 @@ pub trait SlotStore: Send + Sync + fmt::Debug {
     fn cas_first_slot(
         &self,
         namespace: &str,
-        writes: &[SlotWrite],
+        writes: &[SlotWrite<'_>],
     ) -> Result<Option<(usize, u64)>> {
         cas_one_by_one(self, namespace, writes)
     }
@@ -148,13 +137,8 @@ pub trait SlotStore: Send + Sync + fmt::Debug {
     /// clock). A store that reports no clock still gets renewals and releases in one round trip;
     /// the keeper then reads the slot before a renewal about once per ttl to see the store's
     /// clock again.
-    fn cas_slot_timed(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<Written>> {
-        let written = self.cas_slot(namespace, expected, record)?;
+    fn cas_slot_timed(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<Written>> {
+        let written = self.cas_slot(namespace, write)?;
         let store_now = self.host_clock_ms();
         Ok(written.map(|version| Written { version, store_now }))
     }
@@ -200,15 +184,43 @@ pub trait SlotStore: Send + Sync + fmt::Debug {
     }
 }
 
-/// One compare-and-set of [`SlotStore::cas_first_slot`]: `record` (for slot `record.slot`) if
-/// the slot's version is still `expected` (`None`: no record yet).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlotWrite {
-    /// The version the slot must still have.
+/// One compare-and-set of one record: write `record` if the store's version of it is still
+/// `expected` (`None`: the store has no record yet). Every change a client makes to a store is
+/// one of these, a [`NamespaceWrite`] of the namespace record or a [`SlotWrite`] of slot
+/// `record.slot`'s, so the trait takes the pair as one value wherever it writes.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Cas<'a, R> {
+    /// The version the record must still have.
     pub expected: Option<u64>,
     /// The record to write.
-    pub record: SlotRecord,
+    pub record: &'a R,
 }
+
+impl<'a, R> Cas<'a, R> {
+    /// `record`, if the store's version is still `expected`.
+    pub fn new(expected: Option<u64>, record: &'a R) -> Self {
+        Cas { expected, record }
+    }
+}
+
+// By hand: a derive would ask `R: Clone`, and the pair only borrows its record.
+impl<R> Clone for Cas<'_, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<R> Copy for Cas<'_, R> {}
+
+/// A compare-and-set of a slot record ([`SlotStore::cas_slot`], [`SlotStore::cas_first_slot`]).
+pub type SlotWrite<'a> = Cas<'a, SlotRecord>;
+
+/// A compare-and-set of the namespace record ([`SlotStore::cas_namespace`]).
+pub type NamespaceWrite<'a> = Cas<'a, NamespaceRecord>;
+
+/// What [`SlotStore::read_slot`] returns: the store's clock (ms) and the slot's record with its
+/// version (`None`: the slot has no record).
+pub type SlotRead = (i64, Option<Versioned<SlotRecord>>);
 
 /// [`SlotStore::cas_first_slot`] as one [`SlotStore::cas_slot`] after another, stopping at the
 /// first that wrote: the trait's provided form, and what a [`hooked::Hooked`] store does for a
@@ -216,10 +228,10 @@ pub struct SlotWrite {
 fn cas_one_by_one<S: SlotStore + ?Sized>(
     store: &S,
     namespace: &str,
-    writes: &[SlotWrite],
+    writes: &[SlotWrite<'_>],
 ) -> Result<Option<(usize, u64)>> {
-    for (i, w) in writes.iter().enumerate() {
-        if let Some(version) = store.cas_slot(namespace, w.expected, &w.record)? {
+    for (i, &write) in writes.iter().enumerate() {
+        if let Some(version) = store.cas_slot(namespace, write)? {
             return Ok(Some((i, version)));
         }
     }

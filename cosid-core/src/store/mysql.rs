@@ -33,7 +33,9 @@
 //! What MySQL must be set up to keep for uniqueness to hold is in `docs/stores.md`.
 
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
-use super::{NamespaceSnapshot, SlotStore, StoreUrl, Written};
+use super::{
+    Cas, NamespaceSnapshot, NamespaceWrite, SlotRead, SlotStore, SlotWrite, StoreUrl, Written,
+};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{NamespaceRecord, Owner, SlotRecord, Versioned};
 use mysql_async::prelude::Queryable;
@@ -896,12 +898,8 @@ impl SlotStore for MysqlStore {
         })
     }
 
-    fn cas_namespace(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &NamespaceRecord,
-    ) -> Result<Option<u64>> {
+    fn cas_namespace(&self, namespace: &str, write: NamespaceWrite<'_>) -> Result<Option<u64>> {
+        let Cas { expected, record } = write;
         let what = "writing the namespace record";
         let ns = Value::Bytes(namespace.as_bytes().to_vec());
         let fields = [
@@ -926,11 +924,7 @@ impl SlotStore for MysqlStore {
         }
     }
 
-    fn read_slot(
-        &self,
-        namespace: &str,
-        slot: u32,
-    ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+    fn read_slot(&self, namespace: &str, slot: u32) -> Result<SlotRead> {
         let what = "reading a slot";
         let params = vec![
             Value::Bytes(namespace.as_bytes().to_vec()),
@@ -948,27 +942,16 @@ impl SlotStore for MysqlStore {
         Ok((now, self.slot_from(what, row, 1)?))
     }
 
-    fn cas_slot(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<u64>> {
-        Ok(self
-            .cas_slot_timed(namespace, expected, record)?
-            .map(|w| w.version))
+    fn cas_slot(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<u64>> {
+        Ok(self.cas_slot_timed(namespace, write)?.map(|w| w.version))
     }
 
     /// The store clock comes with the version: a write sets `version = GREATEST(version + 1,
     /// now_µs)` from the statement's own `NOW(6)`, so a version other than `expected + 1` is the
     /// server's time in µs when it wrote (the clock the reads report, in ms). When it is
     /// `expected + 1` the clock may be behind the old version, and no clock is reported.
-    fn cas_slot_timed(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<Written>> {
+    fn cas_slot_timed(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<Written>> {
+        let Cas { expected, record } = write;
         let what = "writing a slot record";
         let text = |s: Option<&String>| s.map_or(Value::NULL, |s| Value::Bytes(s.clone().into()));
         let fields = [

@@ -31,7 +31,10 @@
 //! What PostgreSQL must be set up to keep for uniqueness to hold is in `docs/stores.md`.
 
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
-use super::{CandidateAsk, CandidateView, NamespaceSnapshot, SlotStore, StoreUrl, Written};
+use super::{
+    CandidateAsk, CandidateView, Cas, NamespaceSnapshot, NamespaceWrite, SlotRead, SlotStore,
+    SlotWrite, StoreUrl, Written,
+};
 use crate::error::{Error, Result};
 use crate::lease::{NamespaceRecord, Owner, SlotRecord, Versioned};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -988,12 +991,8 @@ impl SlotStore for PostgresStore {
         Ok(view)
     }
 
-    fn cas_namespace(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &NamespaceRecord,
-    ) -> Result<Option<u64>> {
+    fn cas_namespace(&self, namespace: &str, write: NamespaceWrite<'_>) -> Result<Option<u64>> {
+        let Cas { expected, record } = write;
         let what = "writing the namespace record";
         let rows = self.compare_and_set(
             what,
@@ -1010,11 +1009,7 @@ impl SlotStore for PostgresStore {
         self.version_of(what, &rows)
     }
 
-    fn read_slot(
-        &self,
-        namespace: &str,
-        slot: u32,
-    ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+    fn read_slot(&self, namespace: &str, slot: u32) -> Result<SlotRead> {
         let what = "reading a slot";
         let Ok(slot) = i32::try_from(slot) else {
             return Err(Error::invalid(format!("slot {slot} is out of range")));
@@ -1029,25 +1024,14 @@ impl SlotStore for PostgresStore {
         Ok((now, self.slot_from(what, row, 1)?))
     }
 
-    fn cas_slot(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<u64>> {
-        Ok(self
-            .cas_slot_timed(namespace, expected, record)?
-            .map(|w| w.version))
+    fn cas_slot(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<u64>> {
+        Ok(self.cas_slot_timed(namespace, write)?.map(|w| w.version))
     }
 
     /// The store clock is `clock_timestamp()` in the statement's `RETURNING` (as the reads
     /// return it).
-    fn cas_slot_timed(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<Written>> {
+    fn cas_slot_timed(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<Written>> {
+        let Cas { expected, record } = write;
         let what = "writing a slot record";
         let Ok(slot) = i32::try_from(record.slot) else {
             return Err(Error::invalid(format!(

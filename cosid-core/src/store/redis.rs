@@ -52,7 +52,8 @@ mod cluster;
 
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
 use super::{
-    codec, CandidateAsk, CandidateView, NamespaceSnapshot, SlotStore, SlotWrite, StoreUrl, Written,
+    codec, CandidateAsk, CandidateView, Cas, NamespaceSnapshot, NamespaceWrite, SlotRead,
+    SlotStore, SlotWrite, StoreUrl, Written,
 };
 use crate::error::{Error, Result};
 use crate::lease::{NamespaceRecord, SlotRecord, Snapshot, Versioned};
@@ -974,13 +975,13 @@ impl RedisStore {
     fn write_first(
         &self,
         namespace: &str,
-        writes: &[(Option<u64>, &SlotRecord)],
+        writes: &[SlotWrite<'_>],
     ) -> Result<(Option<(usize, u64)>, i64)> {
         let what = "writing a slot record";
         let k = keys(namespace);
         let args = writes
             .iter()
-            .flat_map(|(expected, record)| {
+            .flat_map(|SlotWrite { expected, record }| {
                 [
                     record.slot.to_string(),
                     expected.map(|v| v.to_string()).unwrap_or_default(),
@@ -1358,12 +1359,8 @@ impl SlotStore for RedisStore {
         })
     }
 
-    fn cas_namespace(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &NamespaceRecord,
-    ) -> Result<Option<u64>> {
+    fn cas_namespace(&self, namespace: &str, write: NamespaceWrite<'_>) -> Result<Option<u64>> {
+        let Cas { expected, record } = write;
         let what = "writing the namespace record";
         let k = keys(namespace);
         let reply = self.call(
@@ -1379,11 +1376,7 @@ impl SlotStore for RedisStore {
         version_reply(&reply).ok_or_else(|| self.malformed(what, &reply))
     }
 
-    fn read_slot(
-        &self,
-        namespace: &str,
-        slot: u32,
-    ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+    fn read_slot(&self, namespace: &str, slot: u32) -> Result<SlotRead> {
         let what = "reading a slot";
         let k = keys(namespace);
         let reply = self.call(
@@ -1408,26 +1401,13 @@ impl SlotStore for RedisStore {
         }
     }
 
-    fn cas_slot(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<u64>> {
-        Ok(self
-            .cas_slot_timed(namespace, expected, record)?
-            .map(|w| w.version))
+    fn cas_slot(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<u64>> {
+        Ok(self.cas_slot_timed(namespace, write)?.map(|w| w.version))
     }
 
     /// The store clock is `TIME`, read inside the compare-and-set's script.
-    fn cas_slot_timed(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<Written>> {
-        let (written, store_now) =
-            self.write_first(namespace, std::slice::from_ref(&(expected, record)))?;
+    fn cas_slot_timed(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<Written>> {
+        let (written, store_now) = self.write_first(namespace, std::slice::from_ref(&write))?;
         Ok(written.map(|(_, version)| Written {
             version,
             store_now: Some(store_now),
@@ -1438,11 +1418,9 @@ impl SlotStore for RedisStore {
     fn cas_first_slot(
         &self,
         namespace: &str,
-        writes: &[SlotWrite],
+        writes: &[SlotWrite<'_>],
     ) -> Result<Option<(usize, u64)>> {
-        let writes: Vec<(Option<u64>, &SlotRecord)> =
-            writes.iter().map(|w| (w.expected, &w.record)).collect();
-        Ok(self.write_first(namespace, &writes)?.0)
+        Ok(self.write_first(namespace, writes)?.0)
     }
 
     fn started_at(&self, namespace: &str) -> Result<Option<i64>> {

@@ -24,7 +24,10 @@
 //! Thread-safe: one connection per store behind a mutex; each primitive holds it for its one
 //! transaction.
 
-use super::{CandidateAsk, CandidateView, NamespaceSnapshot, SlotStore};
+use super::{
+    CandidateAsk, CandidateView, Cas, NamespaceSnapshot, NamespaceWrite, SlotRead, SlotStore,
+    SlotWrite,
+};
 use crate::clock::{SharedClock, SystemClock};
 use crate::error::{Error, Result};
 use crate::lease::record::IdLayout;
@@ -756,12 +759,8 @@ impl SlotStore for SqliteStore {
         })
     }
 
-    fn cas_namespace(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &NamespaceRecord,
-    ) -> Result<Option<u64>> {
+    fn cas_namespace(&self, namespace: &str, write: NamespaceWrite<'_>) -> Result<Option<u64>> {
+        let Cas { expected, record } = write;
         let doing = format!("compare-and-set of namespace '{namespace}'");
         self.compare_and_set(
             &doing,
@@ -784,11 +783,7 @@ impl SlotStore for SqliteStore {
         )
     }
 
-    fn read_slot(
-        &self,
-        namespace: &str,
-        slot: u32,
-    ) -> Result<(i64, Option<Versioned<SlotRecord>>)> {
+    fn read_slot(&self, namespace: &str, slot: u32) -> Result<SlotRead> {
         let doing = format!("reading slot {slot} of namespace '{namespace}'");
         let now = self.clock.now_ms();
         let row = crate::fork::gate(|| {
@@ -810,12 +805,8 @@ impl SlotStore for SqliteStore {
         ))
     }
 
-    fn cas_slot(
-        &self,
-        namespace: &str,
-        expected: Option<u64>,
-        record: &SlotRecord,
-    ) -> Result<Option<u64>> {
+    fn cas_slot(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<u64>> {
+        let Cas { expected, record } = write;
         let doing = format!(
             "compare-and-set of slot {} of namespace '{namespace}'",
             record.slot
@@ -877,8 +868,14 @@ mod tests {
             fence: 7,
             ..SlotRecord::vacant(5)
         };
-        let v1 = store.cas_slot("ns", None, &rec).unwrap().unwrap();
-        assert_eq!(store.cas_slot("ns", None, &rec).unwrap(), None);
+        let v1 = store
+            .cas_slot("ns", SlotWrite::new(None, &rec))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            store.cas_slot("ns", SlotWrite::new(None, &rec)).unwrap(),
+            None
+        );
         let (now, got) = store.read_slot("ns", 5).unwrap();
         assert_eq!(now, 1_234);
         assert_eq!(
@@ -888,9 +885,17 @@ mod tests {
                 version: v1
             })
         );
-        let v2 = store.cas_slot("ns", Some(v1), &rec).unwrap().unwrap();
+        let v2 = store
+            .cas_slot("ns", SlotWrite::new(Some(v1), &rec))
+            .unwrap()
+            .unwrap();
         assert_ne!(v1, v2);
-        assert_eq!(store.cas_slot("ns", Some(v1), &rec).unwrap(), None);
+        assert_eq!(
+            store
+                .cas_slot("ns", SlotWrite::new(Some(v1), &rec))
+                .unwrap(),
+            None
+        );
         assert_eq!(
             format!("{store:?}"),
             format!("SqliteStore {{ path: {path:?}, .. }}")

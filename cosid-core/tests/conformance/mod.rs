@@ -44,7 +44,9 @@ use cosid_core::lease::{
     Renewal, SlotLease, SlotRecord, Terms, Versioned,
 };
 use cosid_core::store::hooked::{Call, Hook, Hooked, Reply};
-use cosid_core::store::{CandidateAsk, CandidateView, SharedStore, SlotStore, SlotWrite, StoreUrl};
+use cosid_core::store::{
+    CandidateAsk, CandidateView, NamespaceWrite, SharedStore, SlotStore, SlotWrite, StoreUrl,
+};
 use cosid_core::{Clock, ErrorKind, Layout, ManualClock, TimeUnit};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -361,10 +363,15 @@ pub fn cas_namespace_with_a_stale_version_writes_nothing(open: Open) {
         ..a
     };
     let v1 = store
-        .cas_namespace(&ns, None, &a)
+        .cas_namespace(&ns, NamespaceWrite::new(None, &a))
         .unwrap()
         .expect("created");
-    assert_eq!(store.cas_namespace(&ns, None, &b).unwrap(), None);
+    assert_eq!(
+        store
+            .cas_namespace(&ns, NamespaceWrite::new(None, &b))
+            .unwrap(),
+        None
+    );
     let current = store.snapshot(&ns).unwrap().namespace;
     assert_eq!(
         current,
@@ -373,12 +380,22 @@ pub fn cas_namespace_with_a_stale_version_writes_nothing(open: Open) {
             version: v1
         })
     );
-    assert_eq!(store.cas_namespace(&ns, Some(v1 ^ 1), &b).unwrap(), None);
+    assert_eq!(
+        store
+            .cas_namespace(&ns, NamespaceWrite::new(Some(v1 ^ 1), &b))
+            .unwrap(),
+        None
+    );
     let v2 = store
-        .cas_namespace(&ns, Some(v1), &b)
+        .cas_namespace(&ns, NamespaceWrite::new(Some(v1), &b))
         .unwrap()
         .expect("the current version writes");
-    assert_eq!(store.cas_namespace(&ns, Some(v1), &a).unwrap(), None);
+    assert_eq!(
+        store
+            .cas_namespace(&ns, NamespaceWrite::new(Some(v1), &a))
+            .unwrap(),
+        None
+    );
     assert_eq!(
         store.snapshot(&ns).unwrap().namespace,
         Some(Versioned {
@@ -395,8 +412,11 @@ pub fn cas_slot_with_a_stale_version_writes_nothing(open: Open) {
     let ns = unique_namespace("cas-slot");
     let a = held(&Owner::new("a"), 3, 1);
     let b = held(&Owner::new("b"), 3, 2);
-    let v1 = store.cas_slot(&ns, None, &a).unwrap().expect("created");
-    assert_eq!(store.cas_slot(&ns, None, &b).unwrap(), None);
+    let v1 = store
+        .cas_slot(&ns, SlotWrite::new(None, &a))
+        .unwrap()
+        .expect("created");
+    assert_eq!(store.cas_slot(&ns, SlotWrite::new(None, &b)).unwrap(), None);
     assert_eq!(
         record(&store, &ns, 3),
         Versioned {
@@ -404,13 +424,21 @@ pub fn cas_slot_with_a_stale_version_writes_nothing(open: Open) {
             version: v1
         }
     );
-    assert_eq!(store.cas_slot(&ns, Some(v1 ^ 1), &b).unwrap(), None);
+    assert_eq!(
+        store
+            .cas_slot(&ns, SlotWrite::new(Some(v1 ^ 1), &b))
+            .unwrap(),
+        None
+    );
     assert_eq!(record(&store, &ns, 3).value, a);
     let v2 = store
-        .cas_slot(&ns, Some(v1), &b)
+        .cas_slot(&ns, SlotWrite::new(Some(v1), &b))
         .unwrap()
         .expect("the current version writes");
-    assert_eq!(store.cas_slot(&ns, Some(v1), &a).unwrap(), None);
+    assert_eq!(
+        store.cas_slot(&ns, SlotWrite::new(Some(v1), &a)).unwrap(),
+        None
+    );
     assert_eq!(
         record(&store, &ns, 3),
         Versioned {
@@ -431,13 +459,20 @@ pub fn cas_first_slot_writes_the_first_still_as_read(open: Open) {
     let (owner_a, owner_b) = (Owner::new("a"), Owner::new("b"));
     let a = |slot| held(&owner_a, slot, 1);
     let b = |slot| held(&owner_b, slot, 2);
-    let v3 = store.cas_slot(&ns, None, &a(3)).unwrap().expect("created");
-    let v5 = store.cas_slot(&ns, None, &a(5)).unwrap().expect("created");
-    let write = |expected, record| SlotWrite { expected, record };
+    let v3 = store
+        .cas_slot(&ns, SlotWrite::new(None, &a(3)))
+        .unwrap()
+        .expect("created");
+    let v5 = store
+        .cas_slot(&ns, SlotWrite::new(None, &a(5)))
+        .unwrap()
+        .expect("created");
+    let write = SlotWrite::new;
+    let (b3, b4, b5, b6, a5) = (b(3), b(4), b(5), b(6), a(5));
     let stale = [
-        write(Some(v3 ^ 1), b(3)), // another version than the record's
-        write(None, b(5)),         // a record where none was expected
-        write(Some(v5), b(4)),     // a version where the slot has no record
+        write(Some(v3 ^ 1), &b3), // another version than the record's
+        write(None, &b5),         // a record where none was expected
+        write(Some(v5), &b4),     // a version where the slot has no record
     ];
     assert_eq!(store.cas_first_slot(&ns, &stale).unwrap(), None);
     let unchanged = |slot, version| {
@@ -455,8 +490,8 @@ pub fn cas_first_slot_writes_the_first_still_as_read(open: Open) {
     assert_eq!(store.read_slot(&ns, 4).unwrap().1, None);
 
     let mut writes = stale.to_vec();
-    writes.push(write(Some(v5), b(5))); // the first that matches
-    writes.push(write(None, b(6))); // matches too, but comes after
+    writes.push(write(Some(v5), &b5)); // the first that matches
+    writes.push(write(None, &b6)); // matches too, but comes after
     let (i, v) = store
         .cas_first_slot(&ns, &writes)
         .unwrap()
@@ -480,11 +515,11 @@ pub fn cas_first_slot_writes_the_first_still_as_read(open: Open) {
 
     // One write is a plain compare-and-set.
     assert_eq!(
-        store.cas_first_slot(&ns, &[write(Some(v5), a(5))]).unwrap(),
+        store.cas_first_slot(&ns, &[write(Some(v5), &a5)]).unwrap(),
         None
     );
     let (i, v6) = store
-        .cas_first_slot(&ns, &[write(None, b(6))])
+        .cas_first_slot(&ns, &[write(None, &b6)])
         .unwrap()
         .expect("slot 6 has no record");
     assert_eq!(i, 0);
@@ -531,7 +566,12 @@ pub fn slot_records_round_trip_every_field(open: Open) {
     let never = SlotRecord::vacant(7);
     let mut versions = Vec::new();
     for rec in [&extreme, &released, &never] {
-        versions.push(store.cas_slot(&ns, None, rec).unwrap().expect("created"));
+        versions.push(
+            store
+                .cas_slot(&ns, SlotWrite::new(None, rec))
+                .unwrap()
+                .expect("created"),
+        );
     }
     for (rec, version) in [&extreme, &released, &never].into_iter().zip(&versions) {
         assert_eq!(
@@ -567,7 +607,10 @@ pub fn slot_records_round_trip_every_field(open: Open) {
         not_before_ms: (1 << 53) + 1,
         layout: Some(IdLayout::of(&Layout::SAFE_JS_SECONDS)),
     };
-    let v = store.cas_namespace(&ns, None, &ns_rec).unwrap().unwrap();
+    let v = store
+        .cas_namespace(&ns, NamespaceWrite::new(None, &ns_rec))
+        .unwrap()
+        .unwrap();
     assert_eq!(
         store.snapshot(&ns).unwrap().namespace,
         Some(Versioned {
@@ -582,17 +625,22 @@ pub fn namespaces_are_isolated(open: Open) {
     let store = open();
     let (a, b) = (unique_namespace("iso-a"), unique_namespace("iso-b"));
     let rec = held(&Owner::new("a"), 1, 1);
-    store.cas_slot(&a, None, &rec).unwrap().unwrap();
+    store
+        .cas_slot(&a, SlotWrite::new(None, &rec))
+        .unwrap()
+        .unwrap();
     store
         .cas_namespace(
             &a,
-            None,
-            &NamespaceRecord {
-                limit: 2,
-                tolerance_ms: 1,
-                not_before_ms: 0,
-                layout: None,
-            },
+            NamespaceWrite::new(
+                None,
+                &NamespaceRecord {
+                    limit: 2,
+                    tolerance_ms: 1,
+                    not_before_ms: 0,
+                    layout: None,
+                },
+            ),
         )
         .unwrap()
         .unwrap();
@@ -603,7 +651,7 @@ pub fn namespaces_are_isolated(open: Open) {
     // The same slot in namespace b is created fresh, not as a successor of a's.
     let other = held(&Owner::new("b"), 1, 1);
     store
-        .cas_slot(&b, None, &other)
+        .cas_slot(&b, SlotWrite::new(None, &other))
         .unwrap()
         .expect("b has no record of slot 1 yet");
     assert_eq!(record(&store, &a, 1).value, rec);
@@ -619,7 +667,7 @@ pub fn versions_never_repeat_for_a_key(open: Open) {
     let mut version = None;
     for fence in 0..50u64 {
         let v = store
-            .cas_slot(&ns, version, &held(&owner, 0, fence))
+            .cas_slot(&ns, SlotWrite::new(version, &held(&owner, 0, fence)))
             .unwrap()
             .expect("the current version writes");
         assert!(seen.insert(v), "slot version {v} handed out twice");
@@ -634,7 +682,10 @@ pub fn versions_never_repeat_for_a_key(open: Open) {
             not_before_ms: i,
             layout: None,
         };
-        let v = store.cas_namespace(&ns, version, &rec).unwrap().unwrap();
+        let v = store
+            .cas_namespace(&ns, NamespaceWrite::new(version, &rec))
+            .unwrap()
+            .unwrap();
         assert!(seen.insert(v), "namespace version {v} handed out twice");
         version = Some(v);
     }
@@ -656,7 +707,10 @@ pub fn concurrent_cas_on_one_slot_has_exactly_one_winner(open: Open) {
                 let rec = held(&Owner::new(format!("w{i}")), 0, round * 100 + i as u64);
                 thread::spawn(move || {
                     barrier.wait();
-                    (rec.clone(), store.cas_slot(&ns, expected, &rec).unwrap())
+                    (
+                        rec.clone(),
+                        store.cas_slot(&ns, SlotWrite::new(expected, &rec)).unwrap(),
+                    )
                 })
             })
             .collect();
@@ -796,7 +850,10 @@ pub fn plant_view_records(store: &SharedStore, case: &str) -> String {
             next_floor: expires_at.max(5),
             ..SlotRecord::vacant(slot)
         };
-        assert!(store.cas_slot(&ns, None, &rec).unwrap().is_some());
+        assert!(store
+            .cas_slot(&ns, SlotWrite::new(None, &rec))
+            .unwrap()
+            .is_some());
     };
     plant(0, Some("other"), Some("other"), now + 3_600_000);
     plant(1, Some("other"), Some("other"), now - 1_000);
@@ -932,7 +989,10 @@ impl Hook for TakesTheFirstChoice {
                     *offered = Some((first, writes[1].record.slot));
                     let (_, current) = inner.read_slot(namespace, first)?;
                     let taken = held(&self.taker, first, 1);
-                    let wrote = inner.cas_slot(namespace, current.map(|c| c.version), &taken)?;
+                    let wrote = inner.cas_slot(
+                        namespace,
+                        SlotWrite::new(current.map(|c| c.version), &taken),
+                    )?;
                     assert!(wrote.is_some(), "the taker wrote slot {first}");
                 }
             }
@@ -961,7 +1021,7 @@ pub fn a_starter_that_loses_its_first_choice_takes_the_next_without_reading_agai
         ..SlotRecord::vacant(9)
     };
     store
-        .cas_slot(&ns, None, &released)
+        .cas_slot(&ns, SlotWrite::new(None, &released))
         .unwrap()
         .expect("planted");
     let hooked = Hooked::new(
@@ -1153,7 +1213,10 @@ pub fn a_namespace_without_a_layout_takes_the_first_runtime_s(open: Open) {
         not_before_ms: 77,
         layout: None,
     };
-    store.cas_namespace(&ns, None, &old).unwrap().unwrap();
+    store
+        .cas_namespace(&ns, NamespaceWrite::new(None, &old))
+        .unwrap()
+        .unwrap();
     let mine = millis_layout_with_epoch_moved(-2_000);
     let a = client(&store, &ns, 3, LONG).with_layout(&mine);
     let got = acquire(&a, &Owner::new("a"));
@@ -1486,7 +1549,10 @@ pub fn cas_slot_timed_reports_the_store_clock(open: Open) {
         "the clock {} was not read between {before} and {after}",
         r.store_now
     );
-    let stale = store.cas_slot_timed(&ns, r.version().map(|v| v ^ 1), &SlotRecord::vacant(0));
+    let stale = store.cas_slot_timed(
+        &ns,
+        SlotWrite::new(r.version().map(|v| v ^ 1), &SlotRecord::vacant(0)),
+    );
     assert_eq!(stale.unwrap(), None, "a stale version writes nothing");
 }
 
@@ -1981,7 +2047,12 @@ pub fn raise_not_before_defeats_an_acquisition_racing_it(open: Open) {
         LONG,
         0,
     );
-    assert_eq!(store.cas_slot(&ns, stale_version, &stale).unwrap(), None);
+    assert_eq!(
+        store
+            .cas_slot(&ns, SlotWrite::new(stale_version, &stale))
+            .unwrap(),
+        None
+    );
     assert_eq!(acquire(&c, &Owner::new("a")).lease.floor, nb);
 }
 

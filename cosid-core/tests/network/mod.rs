@@ -12,7 +12,7 @@
 
 use crate::conformance::{acquire, acquire_with, client, request, unique_namespace, LONG};
 use cosid_core::lease::{AcquireRequest, NamespaceRecord, Owner, Refusal, Renewal, SlotLease};
-use cosid_core::store::SharedStore;
+use cosid_core::store::{NamespaceWrite, SharedStore, SlotWrite};
 use cosid_core::{ErrorKind, Result};
 use cosid_testkit::race::at_once;
 use cosid_testkit::Server;
@@ -385,17 +385,22 @@ pub fn unreachable_server_is_a_store_error_naming_it(ctx: &Ctx) {
         store
             .cas_namespace(
                 &ns,
-                None,
-                &NamespaceRecord {
-                    limit: 1,
-                    tolerance_ms: 1,
-                    not_before_ms: 0,
-                    layout: None,
-                },
+                NamespaceWrite::new(
+                    None,
+                    &NamespaceRecord {
+                        limit: 1,
+                        tolerance_ms: 1,
+                        not_before_ms: 0,
+                        layout: None,
+                    },
+                ),
             )
             .map(|_| ()),
         store
-            .cas_slot(&ns, None, &cosid_core::lease::SlotRecord::vacant(0))
+            .cas_slot(
+                &ns,
+                SlotWrite::new(None, &cosid_core::lease::SlotRecord::vacant(0)),
+            )
             .map(|_| ()),
     ];
     for r in errors {

@@ -95,32 +95,24 @@ impl Hook for Recorder {
                 *self.after_read.lock().unwrap() = true;
                 call.on(inner)
             }
-            Call::CasSlot {
-                namespace,
-                expected,
-                record,
-            } => {
+            Call::CasSlot { namespace, write } => {
                 let after_read = std::mem::take(&mut *self.after_read.lock().unwrap());
-                let written = inner.cas_slot(namespace, expected, record)?;
+                let written = inner.cas_slot(namespace, write)?;
                 if written.is_some() {
                     // A release (no owner) written without reading the slot first.
-                    if !after_read && record.owner.is_none() {
+                    if !after_read && write.record.owner.is_none() {
                         *self.one_trip.lock().unwrap() += 1;
                     }
-                    self.written.lock().unwrap().push(record.clone());
+                    self.written.lock().unwrap().push(write.record.clone());
                 }
                 Ok(Reply::Version(written))
             }
-            Call::CasSlotTimed {
-                namespace,
-                expected,
-                record,
-            } => {
+            Call::CasSlotTimed { namespace, write } => {
                 *self.after_read.lock().unwrap() = false;
-                let written = inner.cas_slot_timed(namespace, expected, record)?;
+                let written = inner.cas_slot_timed(namespace, write)?;
                 if written.is_some() {
                     *self.one_trip.lock().unwrap() += 1;
-                    self.written.lock().unwrap().push(record.clone());
+                    self.written.lock().unwrap().push(write.record.clone());
                 }
                 Ok(Reply::Written(written.map(|w| Written {
                     store_now: if self.clockless { None } else { w.store_now },
