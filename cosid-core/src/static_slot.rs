@@ -298,6 +298,35 @@ pub struct StaticSlot {
     counters: Arc<Counters>,
 }
 
+/// `ahead` in whole milliseconds, at most `i64::MAX` (a config allows at most a year).
+fn ahead_ms(config: &StaticConfig) -> i64 {
+    i64::try_from(config.ahead.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The first ceiling, `ahead` above the later of `floor` and `now`; an error naming where the
+/// floor came from when that lies past the last millisecond an `i64` counts (a damaged state
+/// file, or one written by a clock far in the future), never a ceiling that wrapped below it.
+fn first_ceiling(config: &StaticConfig, floor: i64, now: i64) -> Result<i64> {
+    if let Some(ceiling) = now.max(floor).checked_add(ahead_ms(config)) {
+        return Ok(ceiling);
+    }
+    let from = match &config.state_file {
+        Some(p) => format!("state file '{}'", p.display()),
+        None => "not-before and the clock".to_string(),
+    };
+    Err(Error::new(
+        ErrorKind::StateFile,
+        format!(
+            "static slot {}: the floor {floor} ms (from the {from}) or the clock {now} ms plus \
+             ahead {} ms is past the last millisecond cosid counts to; the file is damaged or \
+             was written by a clock far in the future: check the host's clock, and replace the \
+             file only with a floor no id of this slot was issued above",
+            config.slot,
+            config.ahead.as_millis()
+        ),
+    ))
+}
+
 impl StaticSlot {
     /// Reads the state file, computes the floor, writes the first ceiling durably, binds the
     /// window.
@@ -338,7 +367,7 @@ impl StaticSlot {
                 now
             }
         };
-        let ceiling = now.max(floor) + config.ahead.as_millis() as i64;
+        let ceiling = first_ceiling(&config, floor, now)?;
         if let Some(p) = &config.state_file {
             write_state(p, ceiling)?;
         }
@@ -372,13 +401,13 @@ impl StaticSlot {
         if st.closed {
             return Duration::from_secs(3600);
         }
-        let ahead = self.config.ahead.as_millis() as i64;
+        let ahead = ahead_ms(&self.config);
         let now = self.clock.now_ms();
-        let remaining = st.ceiling - now;
+        let remaining = st.ceiling.saturating_sub(now);
         if remaining >= ahead / 2 {
             return Duration::from_millis((remaining - ahead / 2).max(1) as u64);
         }
-        let next = st.ceiling.max(now + ahead);
+        let next = st.ceiling.max(now.saturating_add(ahead));
         let written = match &self.config.state_file {
             Some(p) => write_state(p, next),
             None => Ok(()),
@@ -417,7 +446,7 @@ impl StaticSlot {
         st.closed = true;
         self.window.set_status(WindowStatus::Closed);
         let floor = self.window.read().floor;
-        let next_floor = floor.max(last_issued.unwrap_or(floor).min(st.ceiling));
+        let next_floor = crate::lease::rules::handed_over_floor(floor, st.ceiling, last_issued);
         let written = match &self.config.state_file {
             Some(p) => write_state(p, next_floor),
             None => Ok(()),
@@ -448,6 +477,54 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::StateFile);
         assert!(e.message().contains("cannot read"), "{e}");
         assert_eq!(read_state(&dir.path().join("missing")).unwrap(), None);
+    }
+
+    /// A static slot over `state` (1 s ahead) at `now`, or its start-up error.
+    fn start_at(state: &Path, now: i64, ahead: Duration) -> Result<StaticSlot> {
+        StaticSlot::start(
+            StaticConfig {
+                slot: 1,
+                state_file: Some(state.to_path_buf()),
+                ahead,
+                not_before_ms: None,
+            },
+            Arc::new(Window::new()),
+            crate::clock::ManualClock::shared(now),
+            Arc::default(),
+            Arc::default(),
+        )
+    }
+
+    #[test]
+    fn a_state_file_at_the_end_of_time_is_an_error_naming_it_not_an_overflow() {
+        // A damaged file (its checksum matches: it was written so) or one from a clock far in
+        // the future: adding `ahead` to it cannot be done, and the start says why.
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        for held in [i64::MAX, i64::MAX - 500] {
+            write_state(&state, held).unwrap();
+            let e = start_at(&state, 1_800_000_000_000, Duration::from_secs(1))
+                .map(drop)
+                .expect_err("no ceiling lies above the end of time");
+            assert_eq!(e.kind(), ErrorKind::StateFile, "{e}");
+            assert!(
+                e.message().contains(&state.display().to_string())
+                    && e.message().contains(&held.to_string()),
+                "{e}"
+            );
+            assert_eq!(read_state(&state).unwrap(), Some(held), "the file is kept");
+        }
+        // A clock at the end of time, with a sane file: the same, never a wrapped ceiling.
+        write_state(&state, 5).unwrap();
+        let e = start_at(&state, i64::MAX - 10, Duration::from_secs(1))
+            .map(drop)
+            .expect_err("no ceiling lies above the end of time");
+        assert_eq!(e.kind(), ErrorKind::StateFile, "{e}");
+        // An `ahead` no config accepts, given by a Rust caller: no wrap to a negative ceiling.
+        let e = start_at(&state, 1_800_000_000_000, Duration::from_secs(u64::MAX))
+            .map(drop)
+            .expect_err("an ahead beyond i64 milliseconds");
+        assert_eq!(e.kind(), ErrorKind::StateFile, "{e}");
     }
 
     #[test]

@@ -631,7 +631,7 @@ impl LeaseClient {
                 self.limit,
                 self.namespace,
                 crate::time::format_rfc3339_ms(earliest),
-                fmt_ms((earliest - now).max(0))
+                fmt_ms(earliest.saturating_sub(now).max(0))
             ),
         )
     }

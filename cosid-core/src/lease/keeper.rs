@@ -285,15 +285,8 @@ impl LeaseKeeper {
     /// clock; only a reading outside that interval is skew. A slow call (a SQLite store waiting
     /// for its file lock, a slow network) is not.
     fn check_skew(&self, started_ms: i64, store_now: i64, pending: &mut Pending) {
-        let ended_ms = self.clock.now_ms();
-        let skew = if store_now < started_ms {
-            started_ms - store_now
-        } else if store_now > ended_ms {
-            ended_ms - store_now
-        } else {
-            0
-        };
-        if skew.abs() > self.client.terms().tolerance_ms / 2 {
+        let skew = skew_ms(started_ms, store_now, self.clock.now_ms());
+        if skew.saturating_abs() > self.client.terms().tolerance_ms / 2 {
             Counters::bump(&self.counters.clock_skew_events);
             pending.push(Event::ClockSkew { skew_ms: skew });
         }
@@ -436,12 +429,27 @@ impl LeaseKeeper {
     }
 }
 
+/// How far the store's clock reading `store_now` lies outside `[started_ms, ended_ms]` of ours
+/// (positive: the store is behind; 0 inside). Saturating: the store's clock is the store's word,
+/// and a broken or hostile one may say anything, `i64::MIN` included.
+fn skew_ms(started_ms: i64, store_now: i64, ended_ms: i64) -> i64 {
+    if store_now < started_ms {
+        started_ms.saturating_sub(store_now)
+    } else if store_now > ended_ms {
+        ended_ms.saturating_sub(store_now)
+    } else {
+        0
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
     //! The keeper under a manual clock: every wait is virtual, every step deterministic. The store
     //! is the real memory store; `Outage` wraps it to make it unreachable on demand (a fault
     //! injector in front of a real store, not a stand-in for one).
     use super::*;
+
     use crate::clock::{Clock, ManualClock};
     use crate::generator::Generator;
     use crate::lease::{AcquireRequest, Terms};
@@ -449,6 +457,16 @@ mod tests {
     use crate::store::memory::MemoryStore;
     use crate::store::{SharedStore, SlotStore};
     use std::sync::atomic::{AtomicBool, Ordering};
+
+    #[test]
+    fn skew_is_outside_the_call_only_and_any_store_clock_is_measured() {
+        assert_eq!(skew_ms(1_000, 1_500, 2_000), 0);
+        assert_eq!(skew_ms(1_000, 400, 2_000), 600);
+        assert_eq!(skew_ms(1_000, 2_700, 2_000), -700);
+        assert_eq!(skew_ms(1_000, i64::MIN, 2_000), i64::MAX);
+        assert_eq!(skew_ms(-1, i64::MAX, -1), i64::MIN);
+        assert_eq!(skew_ms(i64::MIN, i64::MAX, i64::MIN), i64::MIN);
+    }
 
     const T0: i64 = 1_800_000_000_000;
     const TTL: Duration = Duration::from_secs(30);

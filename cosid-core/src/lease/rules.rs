@@ -38,9 +38,17 @@ pub enum Refusal {
     Vanished,
 }
 
-/// Whether a new owner may take the slot at store time `now`.
+/// The highest fence a new holder may be given. A holder's release raises the fence once more,
+/// so a slot whose fence has reached this can take no new holder: it is retired, never free.
+/// No store counts that far (one acquisition at a time, 2^64 of them); only a damaged or
+/// hand-written record carries such a fence, and the rules pass its slot over instead of letting
+/// the fence wrap to a value an earlier holder had.
+pub const LAST_HOLDER_FENCE: u64 = u64::MAX - 1;
+
+/// Whether a new owner may take the slot at store time `now`: it has no owner or its lease has
+/// expired, and its fence can still grow ([`LAST_HOLDER_FENCE`]).
 pub fn is_free(rec: &SlotRecord, now: i64) -> bool {
-    rec.owner.is_none() || now >= rec.expires_at
+    (rec.owner.is_none() || now >= rec.expires_at) && rec.fence < LAST_HOLDER_FENCE
 }
 
 /// Whether `owner` holds the slot under `fence` (regardless of expiry: until someone takes it
@@ -50,6 +58,8 @@ pub fn is_held_by(rec: &SlotRecord, owner: &Owner, fence: u64) -> bool {
 }
 
 /// The record after `owner` acquires the free or expired slot `rec` at store time `now`.
+/// `rec` must be free ([`is_free`]); for one that is not, the result is no lease a client may
+/// write (its fence stops at `u64::MAX` rather than wrap).
 pub fn acquire(
     rec: &SlotRecord,
     owner: &Owner,
@@ -57,7 +67,6 @@ pub fn acquire(
     terms: Terms,
     floor_at_least: i64,
 ) -> SlotRecord {
-    debug_assert!(is_free(rec, now));
     let floor = rec.next_floor.max(floor_at_least);
     #[cfg(feature = "mutation-switches")]
     let floor = mutation::acquired_floor(floor);
@@ -67,7 +76,7 @@ pub fn acquire(
         slot: rec.slot,
         owner: Some(owner.clone()),
         last_owner_key: Some(owner.key.clone()),
-        fence: rec.fence + 1,
+        fence: rec.fence.saturating_add(1),
         expires_at,
         floor,
         ceiling,
@@ -129,16 +138,24 @@ pub fn release(
     #[cfg(feature = "mutation-switches")]
     let held = mutation::release_held(held);
     holder_only(rec, held)?;
-    let issued_up_to = last_issued.unwrap_or(rec.floor).min(rec.ceiling);
-    let next_floor = rec.floor.max(issued_up_to);
+    let next_floor = handed_over_floor(rec.floor, rec.ceiling, last_issued);
     #[cfg(feature = "mutation-switches")]
     let next_floor = mutation::released_next_floor(rec, next_floor);
     Ok(SlotRecord {
         owner: None,
-        fence: rec.fence + 1,
+        // At most `u64::MAX`: a holder's fence is at most `LAST_HOLDER_FENCE`.
+        fence: rec.fence.saturating_add(1),
         next_floor,
         ..rec.clone()
     })
+}
+
+/// The floor a holder of the window `(floor, ceiling]` hands to the next holder of its slot
+/// when it lets go, having issued up to `last_issued` (the unit start of its last timestamp,
+/// `None` if it issued nothing): that timestamp, kept inside the window. The lease protocol's
+/// [`release`] and a static slot's last state-file write both use it.
+pub fn handed_over_floor(floor: i64, ceiling: i64, last_issued: Option<i64>) -> i64 {
+    floor.max(last_issued.unwrap_or(floor).min(ceiling))
 }
 
 /// Deliberate protocol bugs, switched on one at a time at run time, to prove that the tests
@@ -267,6 +284,38 @@ mod tests {
             next_floor,
             ..SlotRecord::vacant(0)
         }
+    }
+
+    #[test]
+    fn a_slot_whose_fence_cannot_grow_is_retired_and_nothing_wraps() {
+        let a = Owner::new("a:1");
+        let last = SlotRecord {
+            fence: LAST_HOLDER_FENCE - 1,
+            ..SlotRecord::vacant(0)
+        };
+        assert!(is_free(&last, 0), "the last holder may still take it");
+        let held = acquire(&last, &a, 0, TERMS, 0);
+        assert_eq!(held.fence, LAST_HOLDER_FENCE);
+        let released = release(&held, &a, LAST_HOLDER_FENCE, Some(5)).unwrap();
+        assert_eq!(released.fence, u64::MAX);
+        for fence in [LAST_HOLDER_FENCE, u64::MAX] {
+            let rec = SlotRecord {
+                fence,
+                ..SlotRecord::vacant(0)
+            };
+            assert!(
+                !is_free(&rec, i64::MAX),
+                "fence {fence} cannot grow twice more"
+            );
+        }
+        // A damaged record claiming the highest fence for its holder: no panic, no wrap.
+        let damaged = SlotRecord {
+            owner: Some(a.clone()),
+            fence: u64::MAX,
+            ..SlotRecord::vacant(0)
+        };
+        let released = release(&damaged, &a, u64::MAX, None).unwrap();
+        assert_eq!(released.fence, u64::MAX);
     }
 
     #[test]

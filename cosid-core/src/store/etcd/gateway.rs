@@ -473,7 +473,8 @@ async fn read_chunked(io: &mut BufReader<Box<dyn Io>>) -> Result<Vec<u8>, String
         if size == 0 {
             break;
         }
-        if body.len() + size > MAX_BODY {
+        // `body` never holds more than `MAX_BODY`, so this cannot wrap, whatever size is sent.
+        if size > MAX_BODY - body.len() {
             return Err("the answer is too large".into());
         }
         let start = body.len();
@@ -747,6 +748,16 @@ mod tests {
             (
                 b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
                 "Content-Length",
+            ),
+            // A chunk whose size, added to what came before, passes the largest `usize`.
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+                  1\r\na\r\nffffffffffffffff\r\n",
+                "too large",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551615\r\n\r\n",
+                "too large",
             ),
         ] {
             let e = answered(answer).expect_err(why);
