@@ -376,8 +376,8 @@ impl StaticSlot {
         events.emit(Event::SlotAcquired {
             slot: config.slot,
             fence: 0,
-            floor,
-            ceiling,
+            floor_ms: floor,
+            ceiling_ms: ceiling,
         });
         Ok(StaticSlot {
             config,
@@ -458,7 +458,7 @@ impl StaticSlot {
         written?;
         self.events.emit(Event::SlotReleased {
             slot: self.config.slot,
-            next_floor,
+            next_floor_ms: next_floor,
         });
         Ok(())
     }

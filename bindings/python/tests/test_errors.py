@@ -46,6 +46,8 @@ def test_every_core_error_kind_has_its_own_class_and_status() -> None:
         assert cls.__module__ == "cosid" and getattr(cosid, cls.__name__) is cls
         classes.add(cls)
     assert len(classes) == len(EXPECTED)
+    # The base class names no status, as the C API names a value that is none.
+    assert (cosid.CosIdError.status, cosid.CosIdError.kind) == ("COSID_UNKNOWN_STATUS", "unknown")
 
 
 def test_value_and_timeout_errors_are_also_builtin_classes() -> None:

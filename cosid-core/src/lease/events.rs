@@ -56,10 +56,10 @@ pub enum Event {
         slot: u32,
         /// The fence of this ownership.
         fence: u64,
-        /// Excluded lower bound, ms.
-        floor: i64,
-        /// Included upper bound, ms.
-        ceiling: i64,
+        /// Excluded lower bound, ms since the Unix epoch.
+        floor_ms: i64,
+        /// Included upper bound, ms since the Unix epoch.
+        ceiling_ms: i64,
     },
     /// The lease was lost (taken over after expiry, or the store lost it); generators fail fast
     /// with `SlotLost` until a new slot is bound.
@@ -107,8 +107,8 @@ pub enum Event {
     SlotReleased {
         /// The slot.
         slot: u32,
-        /// The floor the next holder gets.
-        next_floor: i64,
+        /// The floor the next holder gets, ms since the Unix epoch.
+        next_floor_ms: i64,
     },
 }
 
@@ -300,13 +300,13 @@ impl Event {
             Event::SlotAcquired {
                 slot,
                 fence,
-                floor,
-                ceiling,
+                floor_ms,
+                ceiling_ms,
             } => vec![
                 ("slot", U32(*slot)),
                 ("fence", U64(*fence)),
-                ("floor_ms", I64(*floor)),
-                ("ceiling_ms", I64(*ceiling)),
+                ("floor_ms", I64(*floor_ms)),
+                ("ceiling_ms", I64(*ceiling_ms)),
             ],
             Event::SlotLost { slot, reason } => {
                 vec![("slot", U32(*slot)), ("reason", Text(reason))]
@@ -326,9 +326,10 @@ impl Event {
             ],
             Event::StoreReset { slot } => vec![("slot", U32(*slot))],
             Event::AcquireFailed { error } => vec![("error", Text(error))],
-            Event::SlotReleased { slot, next_floor } => {
-                vec![("slot", U32(*slot)), ("next_floor_ms", I64(*next_floor))]
-            }
+            Event::SlotReleased {
+                slot,
+                next_floor_ms,
+            } => vec![("slot", U32(*slot)), ("next_floor_ms", I64(*next_floor_ms))],
         }
     }
 
@@ -340,8 +341,8 @@ impl Event {
             Event::SlotAcquired {
                 slot: 3,
                 fence: 7,
-                floor: 1_700_000_000_000,
-                ceiling: 1_700_000_030_000,
+                floor_ms: 1_700_000_000_000,
+                ceiling_ms: 1_700_000_030_000,
             },
             Event::SlotLost {
                 slot: 3,
@@ -363,7 +364,7 @@ impl Event {
             },
             Event::SlotReleased {
                 slot: 3,
-                next_floor: 1_700_000_012_345,
+                next_floor_ms: 1_700_000_012_345,
             },
         ]
     }
@@ -375,12 +376,12 @@ impl fmt::Display for Event {
             Event::SlotAcquired {
                 slot,
                 fence,
-                floor,
-                ceiling,
+                floor_ms,
+                ceiling_ms,
             } => {
                 write!(
                     f,
-                    "slot {slot} acquired (fence {fence}, window ({floor}, {ceiling}])"
+                    "slot {slot} acquired (fence {fence}, window ({floor_ms}, {ceiling_ms}])"
                 )
             }
             Event::SlotLost { slot, reason } => write!(f, "slot {slot} lost: {reason}"),
@@ -410,9 +411,10 @@ impl fmt::Display for Event {
                 )
             }
             Event::AcquireFailed { error } => write!(f, "acquiring a slot failed: {error}"),
-            Event::SlotReleased { slot, next_floor } => {
-                write!(f, "slot {slot} released with next floor {next_floor}")
-            }
+            Event::SlotReleased {
+                slot,
+                next_floor_ms,
+            } => write!(f, "slot {slot} released with next floor {next_floor_ms}"),
         }
     }
 }

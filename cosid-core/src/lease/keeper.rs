@@ -251,8 +251,8 @@ impl LeaseKeeper {
         pending.push(Event::SlotAcquired {
             slot: lease.slot,
             fence: lease.fence,
-            floor: lease.floor,
-            ceiling: lease.ceiling,
+            floor_ms: lease.floor,
+            ceiling_ms: lease.ceiling,
         });
         let mut st = self.lock();
         st.highest_ceiling = st.highest_ceiling.max(lease.ceiling);
@@ -422,7 +422,7 @@ impl LeaseKeeper {
         if let Some(next_floor) = handed_over {
             self.deliver(vec![Event::SlotReleased {
                 slot: lease.slot,
-                next_floor,
+                next_floor_ms: next_floor,
             }]);
         }
         Ok(())

@@ -27,7 +27,9 @@ __all__ = [
 class CosIdError(Exception):
     """Base class of every error cosid raises. ``status`` names the C API status."""
 
-    status: str = "COSID_ERR_UNKNOWN"
+    # Raised as itself only for a kind this build has no class for, with the core's names set
+    # on the instance. The class's own status is the C API's name for a value that is none.
+    status: str = "COSID_UNKNOWN_STATUS"
     kind: str = "unknown"
 
     def __init_subclass__(cls, **kwargs: object) -> None:
