@@ -391,15 +391,14 @@ fn parse_layout(v: &Value) -> Result<Layout> {
         None => COSID_EPOCH_MS,
     };
     let unit = match k.take("timestamp-unit") {
-        Some(v) => match scalar_string(v, "cosid.snowflake.timestamp-unit")?.as_str() {
-            "ms" => TimeUnit::Millis,
-            "s" => TimeUnit::Seconds,
-            other => {
-                return Err(Error::config(format!(
-                    "cosid.snowflake.timestamp-unit '{other}' is not a unit; use ms or s"
-                )))
-            }
-        },
+        Some(v) => {
+            let name = scalar_string(v, "cosid.snowflake.timestamp-unit")?;
+            TimeUnit::from_name(&name).ok_or_else(|| {
+                Error::config(format!(
+                    "cosid.snowflake.timestamp-unit '{name}' is not a unit; use ms or s"
+                ))
+            })?
+        }
         None => base.unit(),
     };
     // Each width's own range (the layout then checks that they add up to at most 63).

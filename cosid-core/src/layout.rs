@@ -39,6 +39,20 @@ impl TimeUnit {
             TimeUnit::Seconds => "s",
         }
     }
+
+    /// Every unit.
+    pub const ALL: [TimeUnit; 2] = [TimeUnit::Millis, TimeUnit::Seconds];
+
+    /// The unit [`TimeUnit::name`] calls `name` (`ms` or `s`), the one reading of a unit's
+    /// name for configuration and every binding; `None` for anything else.
+    pub fn from_name(name: &str) -> Option<TimeUnit> {
+        TimeUnit::ALL.into_iter().find(|u| u.name() == name)
+    }
+
+    /// The unit [`TimeUnit::ms`] milliseconds long (1 or 1000); `None` for any other length.
+    pub fn from_ms(ms: i64) -> Option<TimeUnit> {
+        TimeUnit::ALL.into_iter().find(|u| u.ms() == ms)
+    }
 }
 
 /// A validated Snowflake bit layout. Cheap to copy; immutable.
@@ -486,6 +500,20 @@ mod tests {
         assert!(e.message().contains("slot 8"), "{e}");
         assert!(l.decompose(1 << 53).is_err());
         assert!(l.decompose((1 << 53) - 1).is_ok());
+    }
+
+    #[test]
+    fn a_unit_is_read_back_from_its_name_and_its_length_only() {
+        for u in TimeUnit::ALL {
+            assert_eq!(TimeUnit::from_name(u.name()), Some(u));
+            assert_eq!(TimeUnit::from_ms(u.ms()), Some(u));
+        }
+        for name in ["", "S", "ms ", "h", "seconds"] {
+            assert_eq!(TimeUnit::from_name(name), None, "{name:?}");
+        }
+        for ms in [0, -1, 60_000, i64::MIN] {
+            assert_eq!(TimeUnit::from_ms(ms), None, "{ms}");
+        }
     }
 
     #[test]

@@ -59,17 +59,16 @@ impl cosid_layout {
     }
 
     pub(crate) fn to_layout(self, function: &'static str) -> Result<Layout, cosid_status> {
-        let unit = match self.unit_ms {
-            1 => TimeUnit::Millis,
-            1000 => TimeUnit::Seconds,
-            other => {
-                return Err(fail_with(
-                    function,
-                    cosid_status::COSID_ERR_INVALID_ARGUMENT,
-                    &format!("layout->unit_ms is {other}; use 1 (milliseconds) or 1000 (seconds)"),
-                ))
-            }
-        };
+        let unit = TimeUnit::from_ms(i64::from(self.unit_ms)).ok_or_else(|| {
+            fail_with(
+                function,
+                cosid_status::COSID_ERR_INVALID_ARGUMENT,
+                &format!(
+                    "layout->unit_ms is {}; use 1 (milliseconds) or 1000 (seconds)",
+                    self.unit_ms
+                ),
+            )
+        })?;
         Layout::new(
             self.epoch_ms,
             unit,

@@ -42,18 +42,13 @@ fn layout_arg(env: sys::napi_env, v: sys::napi_value, fname: &str) -> Res<Layout
                 sys::napi_get_named_property(env, v, c"unit".as_ptr(), &mut unit_v),
                 "napi_get_named_property"
             )?;
-            let unit = match string_arg(env, unit_v, &format!("{fname}: layout.unit"))?.as_str() {
-                "ms" => TimeUnit::Millis,
-                "s" => TimeUnit::Seconds,
-                other => {
-                    return Err(coded(
-                        ErrorKind::InvalidArgument,
-                        format!(
-                            "{fname}: layout.unit {other:?} is not a unit; use \"ms\" or \"s\""
-                        ),
-                    ))
-                }
-            };
+            let name = string_arg(env, unit_v, &format!("{fname}: layout.unit"))?;
+            let unit = TimeUnit::from_name(&name).ok_or_else(|| {
+                coded(
+                    ErrorKind::InvalidArgument,
+                    format!("{fname}: layout.unit {name:?} is not a unit; use \"ms\" or \"s\""),
+                )
+            })?;
             let bits = |key| -> Res<u8> {
                 let n = field(env, v, key, fname)?;
                 if n.fract() != 0.0 || !(0.0..=64.0).contains(&n) {

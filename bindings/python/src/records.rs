@@ -74,11 +74,12 @@ impl From<&Layout> for PyLayout {
 impl PyLayout {
     /// The core layout these fields describe (they came from one, so it is valid).
     pub(crate) fn to_core(&self) -> cosid_core::Result<Layout> {
-        let unit = if self.unit == cosid_core::TimeUnit::Seconds.name() {
-            cosid_core::TimeUnit::Seconds
-        } else {
-            cosid_core::TimeUnit::Millis
-        };
+        let unit = cosid_core::TimeUnit::from_name(self.unit).ok_or_else(|| {
+            cosid_core::Error::new(
+                cosid_core::ErrorKind::InvalidArgument,
+                format!("layout unit {:?} is not a unit", self.unit),
+            )
+        })?;
         Layout::new(
             self.epoch_ms,
             unit,
