@@ -63,7 +63,7 @@ pub use view::{CandidateAsk, CandidateView};
 #[doc(hidden)]
 pub mod fuzzing {
     use crate::error::Result;
-    use crate::lease::SlotRecord;
+    use crate::lease::{NamespaceRecord, SlotRecord};
 
     /// Reads a slot record as a store would (an error for anything else than a record).
     pub fn decode_slot(text: &[u8]) -> Result<SlotRecord> {
@@ -73,6 +73,16 @@ pub mod fuzzing {
     /// Writes a slot record as a store would.
     pub fn encode_slot(rec: &SlotRecord) -> String {
         super::codec::encode_slot(rec)
+    }
+
+    /// Reads a namespace record as a store would (an error for anything else than a record).
+    pub fn decode_namespace(text: &[u8]) -> Result<NamespaceRecord> {
+        super::codec::decode_namespace(text, "the input")
+    }
+
+    /// Writes a namespace record as a store would.
+    pub fn encode_namespace(rec: &NamespaceRecord) -> String {
+        super::codec::encode_namespace(rec)
     }
 }
 
