@@ -537,8 +537,9 @@ cosid_status cosid_next(const struct cosid_runtime *rt, uint64_t *out);
  * sequence numbers per atomic step (much cheaper per id than `n` calls of `cosid_next`). The ids
  * increase along the array.
  *
- * `n == 0` returns `COSID_OK` and writes nothing (`out` may then be NULL). On an error nothing
- * is written to `out` (ids reserved before the error are skipped, never reissued). Waits like
+ * All or nothing: on an error nothing is written to `out` (ids reserved before the error are
+ * issued and dropped, never reissued), the same contract as every binding's batch call.
+ * `n == 0` returns `COSID_OK` and writes nothing (`out` may then be NULL). Waits like
  * `cosid_next`, at most `max-wait` per time unit it needs.
  *
  * Errors: those of `cosid_next`; `COSID_ERR_INVALID_ARGUMENT` if `out` is not aligned for
@@ -621,7 +622,7 @@ cosid_status cosid_generator_next(const struct cosid_generator *g, uint64_t *out
 
 /**
  * Fills `out[0..n]` with ids from the generator. Like `cosid_next_batch` (`n == 0` is a no-op;
- * nothing is written on an error).
+ * all or nothing: nothing is written on an error).
  *
  * Thread-safe.
  */

@@ -16,10 +16,14 @@ export declare class Generator {
   nextAsync(): Promise<bigint>
   /**
    * `n` ids (0 to 65536), now, in one `BigUint64Array`; consecutive ids of one time unit are
-   * reserved in one atomic step. Throws like `next()`.
+   * reserved in one atomic step. Throws like `next()`. All or nothing: a throw returns no id
+   * (ids reserved before it are issued and dropped, never reissued).
    */
   nextBatch(n: number): BigUint64Array
-  /** `n` ids (0 to 4194304), waiting off the event loop when the window requires it. */
+  /**
+   * `n` ids (0 to 4194304), waiting off the event loop when the window requires it. All or
+   * nothing, like `nextBatch(n)`: a rejection returns no id.
+   */
   nextBatchAsync(n: number): Promise<BigUint64Array>
   /** One id as fixed-width base-62 text (11 characters of `0-9A-Za-z`, ordered like the ids). */
   nextString(): string
@@ -49,10 +53,14 @@ export declare class Runtime {
   nextAsync(): Promise<bigint>
   /**
    * `n` ids (0 to 65536), now, in one `BigUint64Array`; consecutive ids of one time unit are
-   * reserved in one atomic step. Throws like `next()`.
+   * reserved in one atomic step. Throws like `next()`. All or nothing: a throw returns no id
+   * (ids reserved before it are issued and dropped, never reissued).
    */
   nextBatch(n: number): BigUint64Array
-  /** `n` ids (0 to 4194304), waiting off the event loop when the window requires it. */
+  /**
+   * `n` ids (0 to 4194304), waiting off the event loop when the window requires it. All or
+   * nothing, like `nextBatch(n)`: a rejection returns no id.
+   */
   nextBatchAsync(n: number): Promise<BigUint64Array>
   /** One id as fixed-width base-62 text (11 characters of `0-9A-Za-z`, ordered like the ids). */
   nextString(): string

@@ -123,6 +123,50 @@ impl Reservation {
     }
 }
 
+/// The ids of one batch, reserved but not yet written: the runs of
+/// [`Generator::reserve_batch`], in increasing order.
+#[derive(Debug, Clone)]
+pub struct Batch<'g> {
+    layout: &'g Layout,
+    len: usize,
+    /// The first run (empty when the batch is); most batches have no other.
+    first: Reservation,
+    rest: Vec<Reservation>,
+}
+
+impl Batch<'_> {
+    /// How many ids.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the batch has no id.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn runs(&self) -> impl Iterator<Item = &Reservation> {
+        std::iter::once(&self.first).chain(&self.rest)
+    }
+
+    /// Writes the ids into `out[..len]`, in increasing order.
+    ///
+    /// # Panics
+    /// When `out` is shorter than the batch.
+    pub fn write_ids(&self, out: &mut [u64]) {
+        let mut filled = 0;
+        for r in self.runs() {
+            r.write_ids(self.layout, &mut out[filled..]);
+            filled += r.count as usize;
+        }
+    }
+
+    /// The ids, in increasing order.
+    pub fn ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.runs().flat_map(|r| r.ids(self.layout))
+    }
+}
+
 /// A Snowflake generator bound to a shared [`Window`].
 ///
 /// Thread-safe and lock-free: any number of threads may call `next`, `try_next` and
@@ -488,20 +532,85 @@ impl Generator {
         )
     }
 
-    /// Fills `out` with ids, reserving whole runs of sequence numbers per atomic step. On error
-    /// the ids already written stay valid (and issued); the error says why the rest were not.
+    /// Fills `out` with ids, reserving whole runs of sequence numbers per atomic step and
+    /// waiting like [`Generator::next`] (at most `max_wait` per wait) when a run cannot come at
+    /// once: [`Generator::fill_with`] with the blocking policy, [`Generator::reserve_waiting`].
+    ///
+    /// All or nothing: on an error nothing is written to `out` (the runs reserved before it are
+    /// issued and dropped, never reissued).
     pub fn next_batch(&self, out: &mut [u64]) -> Result<()> {
-        let mut filled = 0;
-        while filled < out.len() {
-            let want = (out.len() - filled).min(u32::MAX as usize) as u32;
+        self.fill_with(out, |want, _, _| self.reserve_waiting(want))
+    }
+
+    /// Fills `out` with ids: [`Generator::reserve_batch`] of `out.len()` ids, then written in
+    /// increasing order.
+    ///
+    /// All or nothing: nothing is written to `out` unless the whole batch was issued. On an
+    /// error (the core's, converted with `From`, or the one `wait` returned) `out` is as it
+    /// was, and the runs reserved before the error are issued and dropped (never reissued:
+    /// the ids have a gap).
+    pub fn fill_with<E: From<Error>>(
+        &self,
+        out: &mut [u64],
+        wait: impl FnMut(u32, WaitReason, Duration) -> std::result::Result<Reservation, E>,
+    ) -> std::result::Result<(), E> {
+        self.reserve_batch(out.len(), wait)?.write_ids(out);
+        Ok(())
+    }
+
+    /// Reserves `n` ids as runs of consecutive sequence numbers, one atomic step
+    /// ([`Generator::try_reserve`]) per run, and returns them once all are in hand; no id is
+    /// composed before then. The one batch loop of every binding.
+    ///
+    /// When a run cannot come at once, `wait(want, reason, retry_after)` is the caller's
+    /// policy: it gets a run of 1 to `want` ids (blocking with
+    /// [`Generator::reserve_waiting`], with a language's lock released around that, or spinning
+    /// on `try_reserve` for a while) or returns the error the batch fails with. It is called
+    /// once per run that had to wait.
+    ///
+    /// # Panics
+    /// When `wait` returns an empty run or one of more than `want` ids.
+    pub fn reserve_batch<E: From<Error>>(
+        &self,
+        n: usize,
+        mut wait: impl FnMut(u32, WaitReason, Duration) -> std::result::Result<Reservation, E>,
+    ) -> std::result::Result<Batch<'_>, E> {
+        let mut batch = Batch {
+            layout: &self.layout,
+            len: 0,
+            first: Reservation {
+                timestamp: 0,
+                slot: 0,
+                first_sequence: 0,
+                count: 0,
+            },
+            rest: Vec::new(),
+        };
+        while batch.len < n {
+            let want = (n - batch.len).min(u32::MAX as usize) as u32;
             let r = match self.try_reserve(want)? {
                 TryNext::Ready(r) => r,
-                TryNext::Wait { .. } => self.reserve_waiting(want)?,
+                TryNext::Wait {
+                    reason,
+                    retry_after,
+                } => {
+                    let r = wait(want, reason, retry_after)?;
+                    assert!(
+                        (1..=want).contains(&r.count),
+                        "a batch's wait policy returned {} ids for {want}",
+                        r.count
+                    );
+                    r
+                }
             };
-            r.write_ids(&self.layout, &mut out[filled..]);
-            filled += r.count as usize;
+            if batch.len == 0 {
+                batch.first = r;
+            } else {
+                batch.rest.push(r);
+            }
+            batch.len += r.count as usize;
         }
-        Ok(())
+        Ok(batch)
     }
 
     /// Closes the generator: every later call fails with `Closed`, and no call in flight can
@@ -936,6 +1045,102 @@ mod tests {
         assert!(ids.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(g.issued(), 10_101);
         assert!(clock.now_ms() >= T0 + 2, "the batch waited for later ticks");
+    }
+
+    /// A batch bigger than one time unit's sequence numbers takes several runs (the wait policy
+    /// is asked once per unit it has to wait for) and returns strictly increasing, unique ids.
+    #[test]
+    fn a_batch_larger_than_a_time_unit_spans_runs_with_increasing_unique_ids() {
+        let (clock, _, g) = setup(Layout::MILLIS, T0 - 10, T0 + 100);
+        let per_unit = g.layout().max_sequence() as usize + 1;
+        let mut ids = vec![0u64; 3 * per_unit + 5];
+        let mut waits = Vec::new();
+        g.fill_with(&mut ids, |want, reason, _| {
+            waits.push((want, reason));
+            clock.advance(Duration::from_millis(1));
+            g.try_reserve(want).map(|r| ready(Ok(r)))
+        })
+        .unwrap();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids increase");
+        assert_eq!(ids.iter().collect::<HashSet<_>>().len(), ids.len());
+        let units: HashSet<u64> = ids
+            .iter()
+            .map(|&id| g.layout().decompose(id).unwrap().timestamp)
+            .collect();
+        assert_eq!(units.len(), 4, "four time units");
+        assert_eq!(
+            waits,
+            [
+                ((2 * per_unit + 5) as u32, WaitReason::NextTick),
+                ((per_unit + 5) as u32, WaitReason::NextTick),
+                (5, WaitReason::NextTick),
+            ]
+        );
+        assert_eq!(g.issued(), ids.len() as u64);
+        // The blocking policy (next_batch) gives the same kind of batch.
+        let mut more = vec![0u64; 2 * per_unit + 1];
+        g.next_batch(&mut more).unwrap();
+        assert!(more.windows(2).all(|w| w[0] < w[1]));
+        assert!(more[0] > ids[ids.len() - 1]);
+    }
+
+    /// A batch that fails part-way writes nothing: the runs reserved before the failure are
+    /// issued and dropped (never reissued), and the caller's buffer is as it was.
+    #[test]
+    fn a_batch_that_fails_mid_way_leaves_the_buffer_untouched() {
+        // The window ends at T0: the first unit's sequence numbers are all there is.
+        let (_, _, g) = setup(Layout::MILLIS, T0 - 10, T0);
+        let per_unit = g.layout().max_sequence() as usize + 1;
+        let mut ids = vec![7u64; per_unit + 10];
+        let e = g.next_batch(&mut ids).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::WindowClosed, "{e}");
+        assert!(ids.iter().all(|&id| id == 7), "nothing written");
+        assert_eq!(g.issued(), per_unit as u64, "the first run was issued");
+
+        // A policy's own error comes back as it is, and also writes nothing.
+        #[derive(Debug, PartialEq)]
+        enum Stop {
+            Core(ErrorKind),
+            GaveUp(u32, WaitReason),
+        }
+        impl From<Error> for Stop {
+            fn from(e: Error) -> Self {
+                Stop::Core(e.kind())
+            }
+        }
+        let (_, _, g) = setup(Layout::MILLIS, T0 - 10, T0 + 100);
+        let mut ids = vec![7u64; per_unit + 10];
+        let r = g.fill_with(&mut ids, |want, reason, _| Err(Stop::GaveUp(want, reason)));
+        assert_eq!(r, Err(Stop::GaveUp(10, WaitReason::NextTick)));
+        assert!(ids.iter().all(|&id| id == 7), "nothing written");
+        // A core error on a later run too.
+        g.close();
+        let r = g.fill_with(&mut ids, |want, reason, _| Err(Stop::GaveUp(want, reason)));
+        assert_eq!(r, Err(Stop::Core(ErrorKind::Closed)));
+        assert!(ids.iter().all(|&id| id == 7), "nothing written");
+    }
+
+    /// A reserved batch hands out its ids without a buffer of the caller's (a binding writing
+    /// them into its own objects), in the same order `fill_with` writes them.
+    #[test]
+    fn a_reserved_batch_iterates_the_ids_it_would_write() {
+        let (clock, _, g) = setup(Layout::SAFE_JS_MILLIS, T0 - 10, T0 + 100);
+        let batch = g
+            .reserve_batch(1_000, |want, _, _| {
+                clock.advance(Duration::from_millis(1));
+                g.try_reserve(want).map(|r| ready(Ok(r)))
+            })
+            .map_err(|e: Error| e)
+            .unwrap();
+        assert_eq!(batch.len(), 1_000);
+        let mut written = vec![0u64; 1_000];
+        batch.write_ids(&mut written);
+        assert_eq!(batch.ids().collect::<Vec<_>>(), written);
+        assert!(written.windows(2).all(|w| w[0] < w[1]));
+        let empty = g.reserve_batch(0, |_, _, _| -> Result<Reservation> {
+            unreachable!("nothing to wait for")
+        });
+        assert_eq!(empty.unwrap().ids().count(), 0);
     }
 
     #[test]

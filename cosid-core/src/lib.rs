@@ -32,7 +32,7 @@ mod loom_model;
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::Config;
 pub use error::{Error, ErrorKind, Result};
-pub use generator::{Generator, Reservation, TryNext, WaitReason};
+pub use generator::{Batch, Generator, Reservation, TryNext, WaitReason};
 pub use layout::{IdParts, Layout, TimeUnit};
 pub use lease::{Event, Stats};
 pub use runtime::{Runtime, RuntimeBuilder};

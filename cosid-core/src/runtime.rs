@@ -439,7 +439,8 @@ impl Runtime {
         self.inner.default_generator.try_next()
     }
 
-    /// Fills `out` with ids from the default generator.
+    /// Fills `out` with ids from the default generator ([`Generator::next_batch`]: all or
+    /// nothing, waiting like [`Runtime::next`]).
     pub fn next_batch(&self, out: &mut [u64]) -> Result<()> {
         self.inner.default_generator.next_batch(out)
     }

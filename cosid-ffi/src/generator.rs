@@ -1,7 +1,7 @@
 //! `cosid_generator`: a named generator sharing its runtime's slot.
 
 use crate::boundary::{c_str, guard, guard_void, handle, out_slice, out_value, Handle};
-use crate::runtime::{cosid_runtime, fill_batch};
+use crate::runtime::cosid_runtime;
 use crate::status::{cosid_status, fail};
 use cosid_core::Generator;
 use std::os::raw::c_char;
@@ -86,7 +86,7 @@ pub extern "C" fn cosid_generator_next(g: *const cosid_generator, out: *mut u64)
 }
 
 /// Fills `out[0..n]` with ids from the generator. Like `cosid_next_batch` (`n == 0` is a no-op;
-/// nothing is written on an error).
+/// all or nothing: nothing is written on an error).
 ///
 /// Thread-safe.
 #[no_mangle]
@@ -99,7 +99,7 @@ pub extern "C" fn cosid_generator_next_batch(
     guard(F, || {
         let h = handle(F, "g", g)?;
         let out = out_slice(F, "out", out, n)?;
-        fill_batch(&h.generator, out).map_err(|e| fail(F, &e))
+        h.generator.next_batch(out).map_err(|e| fail(F, &e))
     })
 }
 

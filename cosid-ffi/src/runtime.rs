@@ -3,7 +3,7 @@
 use crate::boundary::{c_str, guard, guard_void, handle, out_slice, out_value, Handle};
 use crate::events::EventSlot;
 use crate::status::{cosid_status, fail};
-use cosid_core::{Generator, Reservation, Result, Runtime, TryNext};
+use cosid_core::Runtime;
 use std::os::raw::c_char;
 use std::sync::Arc;
 
@@ -135,8 +135,9 @@ pub extern "C" fn cosid_next(rt: *const cosid_runtime, out: *mut u64) -> cosid_s
 /// sequence numbers per atomic step (much cheaper per id than `n` calls of `cosid_next`). The ids
 /// increase along the array.
 ///
-/// `n == 0` returns `COSID_OK` and writes nothing (`out` may then be NULL). On an error nothing
-/// is written to `out` (ids reserved before the error are skipped, never reissued). Waits like
+/// All or nothing: on an error nothing is written to `out` (ids reserved before the error are
+/// issued and dropped, never reissued), the same contract as every binding's batch call.
+/// `n == 0` returns `COSID_OK` and writes nothing (`out` may then be NULL). Waits like
 /// `cosid_next`, at most `max-wait` per time unit it needs.
 ///
 /// Errors: those of `cosid_next`; `COSID_ERR_INVALID_ARGUMENT` if `out` is not aligned for
@@ -153,42 +154,8 @@ pub extern "C" fn cosid_next_batch(
     guard(F, || {
         let h = handle(F, "rt", rt)?;
         let out = out_slice(F, "out", out, n)?;
-        fill_batch(h.rt.default_generator(), out).map_err(|e| fail(F, &e))
+        h.rt.next_batch(out).map_err(|e| fail(F, &e))
     })
-}
-
-/// Fills `out` from `generator`, writing nothing unless every id was issued: runs of sequence
-/// numbers are reserved first (one atomic step each, as `Generator::next_batch` does) and written
-/// only once all are in hand.
-pub(crate) fn fill_batch(generator: &Generator, out: &mut [u64]) -> Result<()> {
-    if out.is_empty() {
-        return Ok(());
-    }
-    let reserve = |want: u32| -> Result<Reservation> {
-        match generator.try_reserve(want)? {
-            TryNext::Ready(r) => Ok(r),
-            TryNext::Wait { .. } => generator.reserve_waiting(want),
-        }
-    };
-    let want = |left: usize| left.min(u32::MAX as usize) as u32;
-    let first = reserve(want(out.len()))?;
-    if first.count as usize == out.len() {
-        first.write_ids(generator.layout(), out);
-        return Ok(());
-    }
-    let mut runs = vec![first];
-    let mut reserved = first.count as usize;
-    while reserved < out.len() {
-        let r = reserve(want(out.len() - reserved))?;
-        reserved += r.count as usize;
-        runs.push(r);
-    }
-    let mut filled = 0;
-    for r in &runs {
-        r.write_ids(generator.layout(), &mut out[filled..]);
-        filled += r.count as usize;
-    }
-    Ok(())
 }
 
 /// Ordered shutdown: every generator of the runtime closes (no id is issued after this call

@@ -78,11 +78,13 @@ id_methods! {
     fn next_async() => c"nextAsync", js_next_async;
 
     #[doc = " `n` ids (0 to 65536), now, in one `BigUint64Array`; consecutive ids of one time unit are"]
-    #[doc = " reserved in one atomic step. Throws like `next()`."]
+    #[doc = " reserved in one atomic step. Throws like `next()`. All or nothing: a throw returns no id"]
+    #[doc = " (ids reserved before it are issued and dropped, never reissued)."]
     #[napi(ts_args_type = "n: number", ts_return_type = "BigUint64Array")]
     fn next_batch(n) => c"nextBatch", js_next_batch;
 
-    #[doc = " `n` ids (0 to 4194304), waiting off the event loop when the window requires it."]
+    #[doc = " `n` ids (0 to 4194304), waiting off the event loop when the window requires it. All or"]
+    #[doc = " nothing, like `nextBatch(n)`: a rejection returns no id."]
     #[napi(ts_args_type = "n: number", ts_return_type = "Promise<BigUint64Array>")]
     fn next_batch_async(n) => c"nextBatchAsync", js_next_batch_async;
 

@@ -50,24 +50,26 @@ fn attempt(gen: &Generator) -> Res<Result<u64, (WaitReason, Duration)>> {
         TryNext::Wait {
             reason,
             retry_after,
-        } => attempt_spinning(gen, reason, retry_after),
+        } => spin(reason, retry_after, || gen.try_next()),
     }
 }
 
+/// The synchronous methods' wait: retries `again` (the non-blocking attempt that said "wait")
+/// while the wait is [`spinnable`], for at most [`SPIN`]; what it got, or the last wait.
 #[cold]
-fn attempt_spinning(
-    gen: &Generator,
+fn spin<T>(
     mut reason: WaitReason,
     mut retry_after: Duration,
-) -> Res<Result<u64, (WaitReason, Duration)>> {
+    mut again: impl FnMut() -> cosid_core::Result<TryNext<T>>,
+) -> Res<Result<T, (WaitReason, Duration)>> {
     let start = Instant::now();
     while spinnable(reason, retry_after) {
         // Time is checked before the attempt, never between an attempt and giving up: a thread
         // descheduled past the budget still makes one more attempt when it runs again.
         let out_of_time = start.elapsed() >= SPIN;
         std::hint::spin_loop();
-        match gen.try_next()? {
-            TryNext::Ready(id) => return Ok(Ok(id)),
+        match again()? {
+            TryNext::Ready(v) => return Ok(Ok(v)),
             TryNext::Wait {
                 reason: r,
                 retry_after: a,
@@ -121,35 +123,13 @@ pub(crate) fn next_id(gen: &Generator, what: &str) -> Res<u64> {
     }
 }
 
-/// Fills `out` with ids now, or fails (ids already written were issued and are dropped).
+/// Fills `out` with ids now, or fails: the core's batch loop (`Generator::fill_with`, all or
+/// nothing) with the synchronous methods' wait, [`spin`] for each run that has to wait.
 fn fill(gen: &Generator, out: &mut [u64]) -> Res<()> {
-    let mut filled = 0;
-    let mut waiting_since: Option<Instant> = None;
-    let mut gave_up = false;
-    while filled < out.len() {
-        let want = (out.len() - filled).min(u32::MAX as usize) as u32;
-        match gen.try_reserve(want)? {
-            TryNext::Ready(r) => {
-                r.write_ids(gen.layout(), &mut out[filled..]);
-                filled += r.count as usize;
-                waiting_since = None;
-                gave_up = false;
-            }
-            TryNext::Wait {
-                reason,
-                retry_after,
-            } => {
-                // As in `attempt_spinning`: the attempt after the budget ran out is the last.
-                let since = *waiting_since.get_or_insert_with(Instant::now);
-                if !spinnable(reason, retry_after) || gave_up {
-                    return Err(would_wait(gen, "nextBatch(n)", reason, retry_after));
-                }
-                gave_up = since.elapsed() >= SPIN;
-                std::hint::spin_loop();
-            }
-        }
-    }
-    Ok(())
+    gen.fill_with(out, |want, reason, retry_after| {
+        spin(reason, retry_after, || gen.try_reserve(want))?
+            .map_err(|(reason, after)| would_wait(gen, "nextBatch(n)", reason, after))
+    })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@
 
 use crate::buffer::U64Buffer;
 use crate::{errors, interrupt};
-use cosid_core::{Generator, Reservation, TryNext, WaitReason};
+use cosid_core::{Batch, Generator, TryNext, WaitReason};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyInt, PyList, PyString};
@@ -50,61 +50,46 @@ fn one_waiting(py: Python<'_>, g: &Arc<Generator>, short: bool) -> PyResult<u64>
     r.map_err(|e| errors::to_py(py, e))
 }
 
-/// Up to `want` consecutive ids in one atomic step.
-#[inline]
-fn reserve(py: Python<'_>, g: &Arc<Generator>, want: u32) -> PyResult<Reservation> {
-    match g.try_reserve(want) {
-        Ok(TryNext::Ready(r)) => Ok(r),
-        Ok(TryNext::Wait {
-            reason,
-            retry_after,
-        }) => {
-            let r = if short_wait(reason, retry_after) {
-                py.detach(|| g.reserve_waiting(want))
-            } else {
-                let g = g.clone();
-                interrupt::wait(py, move || g.reserve_waiting(want), drop)?
-            };
-            r.map_err(|e| errors::to_py(py, e))
-        }
-        Err(e) => Err(errors::to_py(py, e)),
+/// Why a batch stopped, as Python's exception: a core error becomes one at once (the batch loop
+/// runs with the GIL held), a signal handler's exception during a long wait stays as it is.
+struct Stop(PyErr);
+
+impl From<cosid_core::Error> for Stop {
+    fn from(e: cosid_core::Error) -> Self {
+        Stop(Python::attach(|py| errors::to_py(py, e)))
     }
 }
 
-/// Calls `put(index, id)` for `n` fresh ids, reserving runs of them per atomic step.
-#[inline]
-fn fill(
-    py: Python<'_>,
-    g: &Arc<Generator>,
-    n: usize,
-    mut put: impl FnMut(usize, u64) -> PyResult<()>,
-) -> PyResult<()> {
-    let layout = g.layout();
-    let mut filled = 0;
-    while filled < n {
-        let want = (n - filled).min(u32::MAX as usize) as u32;
-        let r = reserve(py, g, want)?;
-        for (i, id) in r.ids(layout).enumerate() {
-            put(filled + i, id)?;
-        }
-        filled += r.count as usize;
-    }
-    Ok(())
+/// `n` fresh ids, reserved by the core's batch loop (`Generator::reserve_batch`), all or
+/// nothing. A run that has to wait waits with the GIL released (interruptibly when the wait can
+/// be long); the ids are composed only once all are in hand.
+fn reserve<'g>(py: Python<'_>, g: &'g Arc<Generator>, n: usize) -> PyResult<Batch<'g>> {
+    let wait = |want: u32, reason, retry_after| {
+        let r = if short_wait(reason, retry_after) {
+            py.detach(|| g.reserve_waiting(want))
+        } else {
+            let g = g.clone();
+            interrupt::wait(py, move || g.reserve_waiting(want), drop).map_err(Stop)?
+        };
+        Ok(r?)
+    };
+    g.reserve_batch(n, wait).map_err(|Stop(e)| e)
 }
 
-/// `n` ids as a new list of ints.
+/// `n` ids as a new list of ints (made once every id is issued).
 pub(crate) fn batch<'py>(
     py: Python<'py>,
     g: &Arc<Generator>,
     n: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyList>> {
     let n = batch_size(py, n)?;
+    let ids = reserve(py, g, n)?;
     // SAFETY: PyList_New returns a new reference (or NULL with an exception set), owned here.
     let list = unsafe {
         Bound::from_owned_ptr_or_err(py, ffi::PyList_New(n as ffi::Py_ssize_t))?
             .cast_into_unchecked::<PyList>()
     };
-    fill(py, g, n, |i, id| {
+    for (i, id) in ids.ids().enumerate() {
         // SAFETY: PyLong_FromUnsignedLongLong returns a new reference or NULL with an
         // exception set; PyList_SetItem steals it into slot `i` < n of our fresh list (a NULL
         // slot left by an error is fine: the list's dealloc skips NULL items).
@@ -117,24 +102,22 @@ pub(crate) fn batch<'py>(
                 return Err(PyErr::fetch(py));
             }
         }
-        Ok(())
-    })?;
+    }
     Ok(list)
 }
 
-/// Fills `buffer` with ids; returns how many.
+/// Fills `buffer` with ids, all or nothing; returns how many.
 pub(crate) fn into_buffer(
     py: Python<'_>,
     g: &Arc<Generator>,
     buffer: &Bound<'_, PyAny>,
 ) -> PyResult<usize> {
     let mut buf = U64Buffer::get(buffer)?;
-    let n = buf.len();
-    fill(py, g, n, |i, id| {
+    let ids = reserve(py, g, buf.len())?;
+    for (i, id) in ids.ids().enumerate() {
         buf.write(i, id);
-        Ok(())
-    })?;
-    Ok(n)
+    }
+    Ok(ids.len())
 }
 
 /// One id as its 11-character base-62 text.

@@ -186,7 +186,7 @@ impl PyRuntime {
         issue::one(py, &self.default)
     }
 
-    /// `n` ids, in increasing order.
+    /// `n` ids, in increasing order; all or nothing (an error returns no id).
     fn next_batch<'py>(
         &self,
         py: Python<'py>,
@@ -196,6 +196,7 @@ impl PyRuntime {
     }
 
     /// Fills a writable buffer of 64-bit integers with ids, without a copy; returns the count.
+    /// All or nothing: on an error the buffer is left as it was.
     fn next_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
         issue::into_buffer(py, &self.default, buffer)
     }
@@ -332,7 +333,7 @@ impl PyGenerator {
         issue::one(py, &self.generator)
     }
 
-    /// `n` ids, in increasing order.
+    /// `n` ids, in increasing order; all or nothing (an error returns no id).
     fn next_batch<'py>(
         &self,
         py: Python<'py>,
@@ -341,7 +342,8 @@ impl PyGenerator {
         issue::batch(py, &self.generator, n)
     }
 
-    /// Fills a writable buffer of 64-bit integers with ids; returns the count.
+    /// Fills a writable buffer of 64-bit integers with ids; returns the count. All or nothing:
+    /// on an error the buffer is left as it was.
     fn next_into(&self, py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
         issue::into_buffer(py, &self.generator, buffer)
     }

@@ -189,8 +189,12 @@ class Generator:
     """A named generator of a Runtime: its own id space on the runtime's slot. Thread-safe."""
 
     def next(self) -> int: ...
-    def next_batch(self, n: int) -> list[int]: ...
-    def next_into(self, buffer: Any) -> int: ...
+    def next_batch(self, n: int) -> list[int]:
+        """Like ``Runtime.next_batch``: all or nothing."""
+
+    def next_into(self, buffer: Any) -> int:
+        """Like ``Runtime.next_into``: all or nothing, the buffer is left as it was on an error."""
+
     def next_str(self) -> str: ...
     @property
     def name(self) -> str: ...
@@ -230,11 +234,14 @@ class Runtime:
         """One id."""
 
     def next_batch(self, n: int) -> list[int]:
-        """``n`` ids (0 to ``MAX_BATCH``), in increasing order."""
+        """``n`` ids (0 to ``MAX_BATCH``), in increasing order. All or nothing: on an error no
+        id is returned (ids reserved before it are issued and dropped, never reissued)."""
 
     def next_into(self, buffer: Any) -> int:
         """Fills a writable C-contiguous buffer of 64-bit integers (``array('Q')``, a numpy
-        ``uint64`` or ``int64`` array, ``memoryview(...).cast('Q')``) with ids; returns the count."""
+        ``uint64`` or ``int64`` array, ``memoryview(...).cast('Q')``) with ids; returns the count.
+        All or nothing: on an error (``KeyboardInterrupt`` during a wait too) the buffer is left
+        as it was."""
 
     def next_str(self) -> str:
         """One id as 11 base-62 characters (sorting the strings sorts the ids)."""
