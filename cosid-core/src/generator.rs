@@ -568,8 +568,8 @@ impl Generator {
     /// on `try_reserve` for a while) or returns the error the batch fails with. It is called
     /// once per run that had to wait.
     ///
-    /// # Panics
-    /// When `wait` returns an empty run or one of more than `want` ids.
+    /// A `wait` that returns an empty run or one of more than `want` ids fails the batch with
+    /// `InvalidArgument`.
     pub fn reserve_batch<E: From<Error>>(
         &self,
         n: usize,
@@ -595,11 +595,18 @@ impl Generator {
                     retry_after,
                 } => {
                     let r = wait(want, reason, retry_after)?;
-                    assert!(
-                        (1..=want).contains(&r.count),
-                        "a batch's wait policy returned {} ids for {want}",
-                        r.count
-                    );
+                    if !(1..=want).contains(&r.count) {
+                        return Err(Error::new(
+                            ErrorKind::InvalidArgument,
+                            format!(
+                                "a batch's wait policy returned a run of {} ids where 1 to \
+                                 {want} were asked for; return what `reserve_waiting(want)` or \
+                                 `try_reserve(want)` gave",
+                                r.count
+                            ),
+                        )
+                        .into());
+                    }
                     r
                 }
             };
@@ -1141,6 +1148,26 @@ mod tests {
             unreachable!("nothing to wait for")
         });
         assert_eq!(empty.unwrap().ids().count(), 0);
+        // A policy that hands back an empty run, or more than it was asked for: an error, not
+        // a loop or a write past the buffer.
+        let per_unit = g.layout().max_sequence() as usize + 1;
+        for extra in [None, Some(1)] {
+            let mut out = vec![7u64; per_unit + 3];
+            let e = g
+                .fill_with(&mut out, |want, _, _| {
+                    let run = Reservation {
+                        timestamp: 0,
+                        slot: 0,
+                        first_sequence: 0,
+                        count: extra.map_or(0, |x| want + x),
+                    };
+                    Ok::<_, Error>(run)
+                })
+                .unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+            assert!(e.message().contains("wait policy"), "{e}");
+            assert!(out.iter().all(|&id| id == 7), "nothing written");
+        }
     }
 
     #[test]
