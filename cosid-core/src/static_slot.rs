@@ -293,6 +293,9 @@ pub struct StaticSlot {
     config: StaticConfig,
     window: Arc<Window>,
     clock: SharedClock,
+    /// The writers' turn: `tick` and `release` hold it across their state-file write, so two
+    /// writes never race and a release is the last. Nothing that issues ids or reads the lease
+    /// takes it (they read the window), and listeners run after it is dropped.
     state: Mutex<State>,
     events: Arc<EventBus>,
     counters: Arc<Counters>,
