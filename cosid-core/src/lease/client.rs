@@ -1385,4 +1385,128 @@ mod tests {
             assert_eq!((not_before, lease.floor), (0, 0), "{started_at:?} {guard}");
         }
     }
+
+    /// Hostile records: whatever a damaged or hostile store holds for a slot (any fence, any
+    /// times, another owner or ours), and whatever its clock says, the client answers with a
+    /// lease or an error, never a panic (debug builds check every addition), and any lease it
+    /// grants is a window `(floor, ceiling]` at or above what the record handed over.
+    mod hostile_records {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn extreme_i64() -> impl Strategy<Value = i64> {
+            prop_oneof![
+                Just(i64::MIN),
+                Just(i64::MIN + 1),
+                Just(-1i64),
+                Just(0i64),
+                Just(1_800_000_000_000i64),
+                Just(i64::MAX - 1),
+                Just(i64::MAX),
+                any::<i64>(),
+            ]
+        }
+
+        fn extreme_u64() -> impl Strategy<Value = u64> {
+            prop_oneof![
+                Just(0u64),
+                Just(1u64),
+                Just(rules::LAST_HOLDER_FENCE - 1),
+                Just(rules::LAST_HOLDER_FENCE),
+                Just(u64::MAX),
+                any::<u64>(),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(400))]
+            #[test]
+            fn never_panic_and_grant_only_windows_above_the_record(
+                fence in extreme_u64(),
+                expires_at in extreme_i64(),
+                floor in extreme_i64(),
+                ceiling in extreme_i64(),
+                next_floor in extreme_i64(),
+                now in extreme_i64(),
+                owner_is_us in any::<bool>(),
+                owned in any::<bool>(),
+                floor_at_least in extreme_i64(),
+                last_issued in proptest::option::of(extreme_i64()),
+            ) {
+                let clock = ManualClock::shared(now);
+                let store = MemoryStore::named_with_clock(
+                    &format!("hostile-{}", uuid::Uuid::new_v4()),
+                    clock.clone(),
+                );
+                let us = Owner::new("us");
+                let planted = SlotRecord {
+                    slot: 0,
+                    owner: owned.then(|| if owner_is_us { us.clone() } else { Owner::new("them") }),
+                    last_owner_key: Some("us".into()),
+                    fence,
+                    expires_at,
+                    floor,
+                    ceiling,
+                    next_floor,
+                };
+                // Slot 1 is held by a live stranger (or is as hostile): the client may only
+                // take slot 0 or fail.
+                let held = SlotRecord {
+                    owner: Some(Owner::new("stranger")),
+                    expires_at: i64::MAX,
+                    fence: 1,
+                    ..SlotRecord::vacant(1)
+                };
+                for rec in [&planted, &held] {
+                    store.cas_slot("ns", SlotWrite::new(None, rec)).unwrap();
+                }
+                let client = LeaseClient::new(store, "ns", 1, terms()).unwrap();
+                let req = AcquireRequest {
+                    owner: us.clone(),
+                    preferred_slot: Some(0),
+                    floor_at_least,
+                };
+                let Ok(got) = client.acquire(&req) else {
+                    return Ok(());
+                };
+                let lease = got.lease;
+                // Slot 1 only once the stranger's lease expired, at the end of time.
+                prop_assert!(lease.slot == 0 || now == i64::MAX, "{:?}", lease);
+                let before = if lease.slot == 0 { &planted } else { &held };
+                prop_assert!(lease.floor <= lease.ceiling, "{:?}", lease);
+                if lease.fence != before.fence {
+                    // A new ownership: the window starts at the handed-over floor or above.
+                    prop_assert!(lease.fence > before.fence, "{:?}", lease);
+                    prop_assert!(
+                        lease.floor >= before.next_floor.max(floor_at_least),
+                        "{:?}",
+                        lease
+                    );
+                }
+                // A generator bound to the granted window issues or refuses, on any clock.
+                let window = Arc::new(crate::window::Window::bound(
+                    lease.slot,
+                    lease.floor,
+                    lease.ceiling,
+                ));
+                for layout in [crate::layout::Layout::MILLIS, crate::layout::Layout::SAFE_JS_SECONDS] {
+                    let g = crate::generator::Generator::new(
+                        "",
+                        layout,
+                        window.clone(),
+                        clock.clone(),
+                        std::time::Duration::ZERO,
+                    );
+                    if let Ok(crate::generator::TryNext::Ready(id)) = g.try_next() {
+                        let parts = layout.decompose(id).unwrap();
+                        let ms = layout.unit_start_ms(parts.timestamp);
+                        prop_assert!(lease.floor < ms && ms <= lease.ceiling, "{} {:?}", ms, lease);
+                    }
+                }
+                clock.advance(std::time::Duration::from_millis(500));
+                let _ = client.renew(&lease);
+                let _ = client.release(&lease, last_issued);
+            }
+        }
+    }
 }
