@@ -127,6 +127,11 @@ struct MigrateArgs {
     /// No id on any slot will carry a time at or before this (RFC 3339).
     #[arg(long, value_name = "TIME")]
     not_before: String,
+    /// Raise not-before even when it lies more than a day ahead of the store's clock or
+    /// outside the namespace's id layout (every runtime of the namespace then waits until
+    /// then: not-before never goes back).
+    #[arg(long)]
+    force: bool,
 }
 
 fn main() -> ExitCode {
@@ -280,16 +285,32 @@ fn cmd_next(a: NextArgs) -> cosid_core::Result<Option<u8>> {
     let mut builder = Runtime::builder()
         .config(config)
         .clock(std::sync::Arc::new(follow::StopClock));
-    if a.follow {
-        builder = builder.on_event(|e| {
-            if !matches!(
+    let follow = a.follow;
+    builder = builder.on_event(move |e| {
+        // A window that opens later than now makes the start wait: say for what, whatever
+        // the mode, so a start that pauses is never a mystery.
+        if let cosid_core::Event::SlotAcquired { slot, floor_ms, .. } = e {
+            let ahead = floor_ms - cosid_core::clock::system_now_ms();
+            if ahead > 500 {
+                eprintln!(
+                    "cosid: waiting {:.1} s for slot {slot}'s window, which opens at {}: the \
+                     namespace starts above every window its store may have granted and lost \
+                     (the restart guard, docs/protocol.md section 7; restart-guard=off in the \
+                     store URL for a server known to be new)",
+                    ahead as f64 / 1000.0,
+                    cosid_core::time::format_rfc3339_ms(*floor_ms)
+                );
+            }
+        }
+        if follow
+            && !matches!(
                 e,
                 cosid_core::Event::SlotAcquired { .. } | cosid_core::Event::SlotReleased { .. }
-            ) {
-                eprintln!("cosid: event: {}: {}", e.name(), one_line(&e.to_string()));
-            }
-        });
-    }
+            )
+        {
+            eprintln!("cosid: event: {}: {}", e.name(), one_line(&e.to_string()));
+        }
+    });
     let rt = match builder.build() {
         Ok(rt) => rt,
         // Interrupted while waiting for a slot or the store: nothing was acquired.
@@ -576,7 +597,7 @@ fn cmd_migrate(a: MigrateArgs) -> cosid_core::Result<()> {
         },
     )
     .map_err(|e| Error::new(ErrorKind::Config, format!("--namespace: {}", e.message())))?;
-    let done = LeaseClient::raise_not_before(&store, &a.namespace, not_before)?;
+    let done = LeaseClient::raise_not_before(&store, &a.namespace, not_before, a.force)?;
     println!(
         "namespace {} in {}: every slot's next floor is now at least {}",
         a.namespace,

@@ -219,6 +219,7 @@ proptest! {
                 node_bits: node,
                 sequence_bits: seq,
             }),
+            ttl_ms: None,
         };
         let text = cosid_core::store::fuzzing::encode_namespace(&rec);
         prop_assert_eq!(

@@ -68,10 +68,12 @@ caught_tests! {
     acquisition_lowering_the_floor_by_300_ms_is_caught => AcquireLowersFloor,
     renewal_by_a_non_holder_is_caught => RenewSkipsHolderCheck,
     release_by_a_non_holder_is_caught => ReleaseSkipsHolderCheck,
+    a_guard_ignoring_lost_writes_is_caught => GuardIgnoresLostWrites,
+    a_guard_trusting_new_namespaces_is_caught => GuardTrustsNewNamespaces,
 }
 
 #[test]
 fn every_mutation_has_a_test_here() {
     // A mutation added to the switch list without a test above fails here.
-    assert_eq!(Mutation::ALL.len(), 7, "add a test for the new mutation");
+    assert_eq!(Mutation::ALL.len(), 9, "add a test for the new mutation");
 }

@@ -375,12 +375,13 @@ class Ctx:
 
     def url(self, via_proxy: bool = False, restart_guard: bool = False) -> str:
         """The store's URL. Every scenario starts a new server, on which no runtime held a slot
-        before, so the URL turns the restart guard off (`restart-guard=off`: Redis, PostgreSQL and
-        MariaDB) unless `restart_guard`: processes start at once instead of waiting out the ttl
-        after the server's start. The guard's own scenarios ask for it."""
+        before, so the URL turns the restart guard off (`restart-guard=off`: Redis, PostgreSQL,
+        MariaDB and etcd) unless `restart_guard`: processes start at once instead of waiting out
+        the ttl after the server's start or a namespace's creation. The guard's own scenarios ask
+        for it."""
         assert self.server is not None
         url = self.server.url(self.proxy.port if via_proxy and self.proxy else None)
-        if restart_guard or self.server.kind not in ("redis", "sentinel", "postgres", "mysql"):
+        if restart_guard or self.server.kind not in ("redis", "sentinel", "postgres", "mysql", "etcd"):
             return url
         return with_param(url, "restart-guard=off")
 

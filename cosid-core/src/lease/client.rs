@@ -3,6 +3,8 @@
 //! race re-reads and tries again.
 
 use super::record::{IdLayout, NamespaceRecord, Owner, SlotLease, SlotRecord, Versioned};
+#[cfg(feature = "mutation-switches")]
+use super::rules::mutation;
 use super::rules::{self, Refusal, Terms};
 use crate::error::{Error, ErrorKind, Result};
 use crate::store::{CandidateAsk, CandidateView, NamespaceWrite, SharedStore, SlotWrite};
@@ -10,6 +12,22 @@ use std::collections::{HashMap, HashSet};
 
 /// How many lost compare-and-set races one call tolerates before giving up with a store error.
 const MAX_RACES: u32 = 10_000;
+
+/// What the restart guard asks of an acquisition ([`LeaseClient::guard`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct Guard {
+    /// No window starts at or below it.
+    floor: i64,
+    /// The store may have lost writes so lately that a ceiling it forgot lies ahead.
+    young: bool,
+}
+
+/// Whether [`LeaseClient::guard_floor`] is asked for a namespace record this client creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Creating {
+    Yes,
+    No,
+}
 
 /// What a runtime asks for when it acquires.
 #[derive(Debug, Clone)]
@@ -289,10 +307,11 @@ impl LeaseClient {
         }
     }
 
-    /// Creates the namespace record `{limit, tolerance, layout}` or checks that the existing one
-    /// matches; a mismatch is refused with both values named. A record without a layout (written
-    /// before layouts were recorded, or by `cosid migrate`) gets this client's, by
-    /// compare-and-set: if another runtime wrote a different one first, this one is refused.
+    /// Creates the namespace record `{limit, tolerance, layout, ttl}` or checks that the
+    /// existing one matches; a mismatch is refused with both values named. A record without a
+    /// layout or a ttl (written before they were recorded, or by `cosid migrate`) gets this
+    /// client's, by compare-and-set: if another runtime wrote a different one first, this one is
+    /// refused.
     pub fn open_namespace(&self) -> Result<NamespaceRecord> {
         for _ in 0..MAX_RACES {
             let view = self
@@ -305,40 +324,57 @@ impl LeaseClient {
         Err(self.too_many_races("creating the namespace"))
     }
 
+    /// Whether `rec` is complete for this client: a limit (not a record `cosid migrate` wrote
+    /// before any runtime), and, for a client that issues ids, a layout and a ttl.
+    fn is_settled(&self, rec: &NamespaceRecord) -> bool {
+        rec.limit != 0 && (self.layout.is_none() || (rec.layout.is_some() && rec.ttl_ms.is_some()))
+    }
+
     /// One step of [`LeaseClient::open_namespace`] from the namespace record as read (`found`,
     /// at store time `store_now`): the record when it matches and is complete, or once this
     /// client's compare-and-set created or completed it; `None` when another client's write
     /// came first (read again). An acquisition that read a namespace needing this takes the
     /// step on what it read, and reads again after it, whether or not it wrote.
+    ///
+    /// Every record this writes that a runtime had not completed before (a new one, or one
+    /// `cosid migrate` wrote) carries the restart guard's floor ([`LeaseClient::guard_floor`]):
+    /// no writer of a namespace record lets a namespace begin below it.
     fn settle_namespace(
         &self,
         found: Option<Versioned<NamespaceRecord>>,
         store_now: i64,
     ) -> Result<Option<NamespaceRecord>> {
+        let recorded_ttl = self.layout.map(|_| self.terms.ttl_ms);
         let (expected, rec) = match found {
             Some(Versioned { value, version }) if value.limit == 0 => {
-                // Created by `cosid migrate` before any runtime: complete it.
+                // Created by `cosid migrate` before any runtime: complete it. A migration right
+                // after the store lost its data must not switch the guard off, so its floor is
+                // the higher of the migration's and the guard's.
                 self.check_layout(&value)?;
                 (
                     Some(version),
                     NamespaceRecord {
                         limit: self.limit,
                         tolerance_ms: self.terms.tolerance_ms,
+                        not_before_ms: value
+                            .not_before_ms
+                            .max(self.guard_floor(store_now, Creating::Yes)?),
                         layout: self.layout.or(value.layout),
-                        ..value
+                        ttl_ms: value.ttl_ms.or(recorded_ttl),
                     },
                 )
             }
             Some(Versioned { value, version }) => {
                 self.check_matches(&value)?;
-                if value.layout.is_some() || self.layout.is_none() {
+                if self.is_settled(&value) {
                     return Ok(Some(value));
                 }
-                // Recorded before layouts were: adopt ours.
+                // Recorded before layouts or ttls were: adopt ours.
                 (
                     Some(version),
                     NamespaceRecord {
-                        layout: self.layout,
+                        layout: value.layout.or(self.layout),
+                        ttl_ms: value.ttl_ms.or(recorded_ttl),
                         ..value
                     },
                 )
@@ -348,8 +384,9 @@ impl LeaseClient {
                 NamespaceRecord {
                     limit: self.limit,
                     tolerance_ms: self.terms.tolerance_ms,
-                    not_before_ms: self.restart_floor(store_now)?,
+                    not_before_ms: self.guard_floor(store_now, Creating::Yes)?,
                     layout: self.layout,
+                    ttl_ms: recorded_ttl,
                 },
             ),
         };
@@ -359,31 +396,65 @@ impl LeaseClient {
         Ok(written.map(|_| rec))
     }
 
-    /// The `not_before` of a namespace this client creates: the restart guard.
+    /// The restart guard's floor at store time `store_now`: no window this client starts (and,
+    /// with [`Creating::Yes`], no window of a namespace record it creates) begins at or below
+    /// it. 0 when the guard is off or nothing needs it.
     ///
-    /// A namespace that is missing may be one the server lost when it restarted without its
-    /// data, while runtimes that held its slots still issue up to the ceilings it had granted.
-    /// Every such ceiling was written before the server stopped, at most ttl + tolerance after
-    /// its write (`rules::acquire`, `rules::renew`), so none lies above the server's start plus
-    /// ttl + tolerance. A namespace created before that moment starts every window there,
-    /// above them all (as `cosid migrate --not-before` would); one created later, or on a store
-    /// that cannot tell when it started, starts at 0 and costs nothing. The bound holds for
-    /// holders whose ttl and tolerance are no longer than this client's.
-    fn restart_floor(&self, store_now: i64) -> Result<i64> {
-        if !self.restart_guard {
-            return Ok(0);
+    /// Two cases, each bounded by the same fact: a ceiling a store granted lies at most
+    /// ttl + tolerance after the write that granted it (`rules::acquire`, `rules::renew`), and
+    /// the namespace records the ttl and tolerance every holder uses.
+    ///
+    /// - **The store may have lost writes before `lost`** ([`SlotStore::started_at`]: a
+    ///   server's start, an SQLite file that is not the one live holders use). Every ceiling in
+    ///   the writes it lost lies at or below `lost + ttl + tolerance`; while that is ahead of the
+    ///   store's clock, every acquisition starts there (a restart from an old snapshot, a crash
+    ///   with RDB persistence: the namespace survives, its slot records moved back).
+    /// - **A namespace this client creates on a network store** may be one the store lost
+    ///   (`FLUSHALL`, `DROP TABLE`, a wiped etcd look exactly like a new namespace), while the
+    ///   lost holders still issue up to their ceilings, none above `now + ttl + tolerance`. So
+    ///   it starts there ([`SlotStore::may_forget_namespaces`]; `restart-guard=off` in the
+    ///   URL opts out for a server known to be new). Its first runtime waits that long, once
+    ///   per namespace, ever.
+    fn guard_floor(&self, store_now: i64, creating: Creating) -> Result<i64> {
+        Ok(self.guard(store_now, creating)?.floor)
+    }
+
+    /// [`LeaseClient::guard_floor`], and whether the store may have lost writes so lately that
+    /// a lost ceiling still lies ahead of `store_now`.
+    fn guard(&self, store_now: i64, creating: Creating) -> Result<Guard> {
+        let Some(lost) = self.lost_at()? else {
+            return Ok(Guard::default());
+        };
+        let span = self.terms.ttl_ms.saturating_add(self.terms.tolerance_ms);
+        // Not only while it lies ahead: once a store moved back (an old snapshot), the
+        // next floors its records hand over stay stale for good, and a floor in the past
+        // costs nothing, while a host clock that lags would otherwise issue below it.
+        let above_lost = lost.map_or(0, |s| s.saturating_add(span));
+        #[cfg(feature = "mutation-switches")]
+        let above_lost = mutation::young_store_floor(above_lost);
+        let mut floor = above_lost;
+        if creating == Creating::Yes && self.store.may_forget_namespaces() {
+            let fresh = store_now.saturating_add(span);
+            #[cfg(feature = "mutation-switches")]
+            let fresh = mutation::new_namespace_floor(fresh);
+            floor = floor.max(fresh);
         }
-        let started = self
-            .store
+        Ok(Guard {
+            floor,
+            young: above_lost > store_now,
+        })
+    }
+
+    /// With the guard on, `Some` of [`SlotStore::started_at`](crate::store::SlotStore::started_at):
+    /// when the store may last have lost writes (`None` inside: never, as far as it can tell).
+    fn lost_at(&self) -> Result<Option<Option<i64>>> {
+        if !self.restart_guard {
+            return Ok(None);
+        }
+        self.store
             .started_at(&self.namespace)
-            .map_err(|e| self.store_error(e))?;
-        Ok(started
-            .map(|s| {
-                s.saturating_add(self.terms.ttl_ms)
-                    .saturating_add(self.terms.tolerance_ms)
-            })
-            .filter(|&above| above > store_now)
-            .unwrap_or(0))
+            .map(Some)
+            .map_err(|e| self.store_error(e))
     }
 
     fn check_matches(&self, rec: &NamespaceRecord) -> Result<()> {
@@ -412,6 +483,21 @@ impl LeaseClient {
                     fmt_ms(self.terms.tolerance_ms)
                 ),
             ));
+        }
+        if let (Some(recorded), Some(_)) = (rec.ttl_ms, self.layout) {
+            if recorded != self.terms.ttl_ms {
+                return Err(Error::new(
+                    ErrorKind::NamespaceMismatch,
+                    format!(
+                        "namespace '{}' records ttl {}; this runtime asks for {}; use the \
+                         recorded ttl or another namespace (the restart guard bounds the \
+                         ceilings a lost store granted by the recorded ttl)",
+                        self.namespace,
+                        fmt_ms(recorded),
+                        fmt_ms(self.terms.ttl_ms)
+                    ),
+                ));
+            }
         }
         self.check_layout(rec)
     }
@@ -469,33 +555,47 @@ impl LeaseClient {
             }
             .map_err(|e| self.store_error(e))?;
             let ns = match &view.namespace {
-                Some(v)
-                    if v.value.limit != 0
-                        && (v.value.layout.is_some() || self.layout.is_none()) =>
-                {
+                Some(v) if self.is_settled(&v.value) => {
                     self.check_matches(&v.value)?;
                     v.value
                 }
                 // The namespace vanished (store restarted empty), was never completed, or has no
-                // layout recorded yet.
+                // layout or ttl recorded yet.
                 _ => {
                     self.settle_namespace(view.namespace.clone(), view.store_now)?;
                     continue;
                 }
             };
             let now = view.store_now;
-            let floor_at_least = req.floor_at_least.max(ns.not_before_ms);
+            // Asked after the view was read: a store that lost writes before its answer says
+            // so now, so no window granted from a view of what it kept starts below the
+            // ceilings it forgot.
+            let guard = self.guard(now, Creating::No)?;
+            let floor_at_least = req.floor_at_least.max(ns.not_before_ms).max(guard.floor);
             let known = Known::of(&view, self.limit, req.preferred_slot);
 
-            // 1. Our own slot: an idempotent retry (renew it, so the window is fresh).
+            // 1. Our own slot: an idempotent retry (renew it, so the window is fresh). Not
+            // when the store may have lost writes lately (`guard`) or the record expired: a
+            // record naming us may then be an old one a store moved back to, whose slot
+            // another holder had in between; a new tenure of it starts above them all.
             if let Some(own) = known
                 .records
                 .values()
                 .find(|r| r.value.owner.as_ref() == Some(&req.owner))
             {
-                let renewed =
-                    rules::renew(&own.value, &req.owner, own.value.fence, now, self.terms);
-                if let Ok(renewed) = renewed {
+                let renewed = if guard.young || rules::is_free(&own.value, now) {
+                    Some(rules::acquire(
+                        &own.value,
+                        &req.owner,
+                        now,
+                        self.terms,
+                        floor_at_least,
+                    ))
+                    .filter(|_| own.value.fence < rules::LAST_HOLDER_FENCE)
+                } else {
+                    rules::renew(&own.value, &req.owner, own.value.fence, now, self.terms).ok()
+                };
+                if let Some(renewed) = renewed {
                     if let Some(version) = self
                         .store
                         .cas_slot(&self.namespace, SlotWrite::new(Some(own.version), &renewed))?
@@ -645,6 +745,18 @@ impl LeaseClient {
             let Some(current) = current else {
                 return Ok(Renewal::Lost(Refusal::Vanished));
             };
+            // A record other than the one this lease last wrote, or one whose lease expired,
+            // on a store that may have lost writes since this lease's last write, may be an
+            // older copy that the store moved back to (a restart from an old snapshot) while
+            // another holder had the slot in between: renewing it would stretch this holder's
+            // window over theirs. It is lost; the acquisition that follows takes a new tenure
+            // above every ceiling the store may have forgotten.
+            if lease.version() != Some(current.version) || now >= current.value.expires_at {
+                let lost = self.lost_at()?.flatten();
+                if lost.is_some_and(|lost| lost >= lease.store_now) {
+                    return Ok(Renewal::Lost(Refusal::Vanished));
+                }
+            }
             let next =
                 match rules::renew(&current.value, &lease.owner, lease.fence, now, self.terms) {
                     Ok(next) => next,
@@ -684,7 +796,12 @@ impl LeaseClient {
     /// issues only up to a ceiling the store accepted. An estimate that is off moves when the
     /// lease expires (availability), never which timestamps two holders may issue (safety).
     pub fn renew_at(&self, lease: &SlotLease, store_now: i64) -> Result<Renewal> {
-        if let Some(w) = lease.last_written() {
+        // A lease that expired as far as this holder can tell renews by a read (which sees the
+        // store's clock, and whether the store lost writes lately), never blind.
+        if let Some(w) = lease
+            .last_written()
+            .filter(|w| store_now < w.value.expires_at)
+        {
             if let Ok(next) =
                 rules::renew(&w.value, &lease.owner, lease.fence, store_now, self.terms)
             {
@@ -738,8 +855,14 @@ impl LeaseClient {
             let Some(current) = current else {
                 return Ok(None);
             };
-            let Ok(next) = rules::release(&current.value, &lease.owner, lease.fence, last_issued)
-            else {
+            // A store that moved back (restored from an older snapshot) may hold a lower
+            // ceiling than this holder was granted since: the hand-over still covers every
+            // timestamp it issued.
+            let seen = SlotRecord {
+                ceiling: current.value.ceiling.max(lease.ceiling),
+                ..current.value.clone()
+            };
+            let Ok(next) = rules::release(&seen, &lease.owner, lease.fence, last_issued) else {
                 return Ok(None);
             };
             if self
@@ -756,24 +879,56 @@ impl LeaseClient {
         Err(self.too_many_races("releasing"))
     }
 
-    /// Raises the namespace's `not_before` (the 4.x migration): no acquisition that completes
-    /// after this returns gets a floor below it. Creates the namespace record if there is none
-    /// yet.
+    /// Raises the namespace's `not_before` (the 4.x migration, and the recovery after a store
+    /// lost acknowledged writes): no acquisition that completes after this returns gets a floor
+    /// below it. Creates the namespace record if there is none yet.
     ///
-    /// Two steps, each a compare-and-set per record: the namespace record first, then every slot
-    /// record of the namespace (created where missing), raising the next floor of free slots and
-    /// rewriting held ones. The second step changes every slot's version, so an acquisition that
-    /// read the old `not_before` loses its compare-and-set and retries with the new one. Slots
-    /// still held by a live lease whose window starts below `not_before` are reported: their
-    /// holders were granted before the migration and must be restarted.
+    /// Two steps, each a compare-and-set per record: the namespace record first, then the slot
+    /// records, raising the next floor of free slots and rewriting held ones. The second step
+    /// changes the version of every record an acquisition in flight may have read, so one that
+    /// read the old `not_before` loses its compare-and-set and retries with the new one: every
+    /// existing record, and a record for each slot without one that a starter may take without
+    /// reading one ([`MIGRATE_VACANT_BOUND`]), not every slot the namespace could have (a
+    /// namespace of 2^20 slots would get a million records, and every later read would carry
+    /// them). Slots still held by a live lease whose window starts below `not_before` are
+    /// reported: their holders were granted before the migration and must be restarted.
+    ///
+    /// Refused unless `force`: a `not_before` outside the time the namespace's layout can
+    /// represent (the recorded one, or the default layout where none is recorded), and one
+    /// more than a day ahead of the store's clock, which would stop every runtime of the
+    /// namespace until then with no way back.
     pub fn raise_not_before(
         store: &SharedStore,
         namespace: &str,
         not_before_ms: i64,
+        force: bool,
     ) -> Result<Migration> {
+        if !force {
+            let snap = store.candidates(namespace, &CandidateAsk::NAMESPACE_ONLY)?;
+            check_not_before(
+                namespace,
+                snap.namespace.and_then(|n| n.value.layout),
+                not_before_ms,
+                snap.store_now,
+            )?;
+        }
         let record = Self::raise_namespace_not_before(store, namespace, not_before_ms)?;
         let mut held_below = Vec::new();
-        for slot in 0..record.limit {
+        let snap = store.snapshot(namespace)?;
+        let live = snap
+            .slots
+            .slots
+            .iter()
+            .filter(|r| !rules::is_free(&r.value, snap.slots.store_now))
+            .count();
+        let vacant_below = record
+            .limit
+            .min(MIGRATE_VACANT_BOUND.saturating_add(2 * FAR_PICKS * live as u32));
+        let mut slots: Vec<u32> = snap.slots.slots.iter().map(|r| r.value.slot).collect();
+        slots.extend(0..vacant_below);
+        slots.sort_unstable();
+        slots.dedup();
+        for slot in slots.into_iter().filter(|s| *s < record.limit) {
             let mut settled = false;
             for _ in 0..MAX_RACES {
                 let (now, current) = store.read_slot(namespace, slot)?;
@@ -830,6 +985,7 @@ impl LeaseClient {
                         tolerance_ms: 0,
                         not_before_ms: 0,
                         layout: None,
+                        ttl_ms: None,
                     },
                 ),
             };
@@ -851,6 +1007,60 @@ impl LeaseClient {
             "lost {MAX_RACES} races raising not-before in '{namespace}'"
         )))
     }
+}
+
+/// The slots without a record below which [`LeaseClient::raise_not_before`] writes one: a
+/// starter that lost up to three compare-and-set races picks among the lowest
+/// `(SPREAD_MIN + 2 × live) × 2^(races + FREE_PICKS - 1)` free slots ([`candidate_ask`]), so
+/// with no live lease, below `SPREAD_MIN × 2^6`; each live lease widens that by
+/// `2 × FAR_PICKS` more.
+pub const MIGRATE_VACANT_BOUND: u32 = (SPREAD_MIN as u32) << 6;
+
+/// See [`MIGRATE_VACANT_BOUND`].
+const FAR_PICKS: u32 = 1 << 6;
+
+/// How far ahead of the store's clock `cosid migrate` raises `not_before` without `--force`.
+pub const MIGRATE_AHEAD_LIMIT_MS: i64 = 86_400_000;
+
+/// Refuses a `not_before` the layout cannot represent or more than
+/// [`MIGRATE_AHEAD_LIMIT_MS`] ahead of `store_now`, naming the value, the bound and the fix.
+fn check_not_before(
+    namespace: &str,
+    layout: Option<IdLayout>,
+    not_before_ms: i64,
+    store_now: i64,
+) -> Result<()> {
+    let layout = layout.unwrap_or_else(|| IdLayout::of(&crate::layout::Layout::default()));
+    let units = 1i64
+        .checked_shl(u32::from(layout.timestamp_bits))
+        .unwrap_or(i64::MAX);
+    let runs_out = layout
+        .epoch_ms
+        .saturating_add(units.saturating_mul(layout.unit.ms()));
+    // Years past 9999 have no RFC 3339 form.
+    let at = |ms: i64| match ms {
+        0..=253_402_300_799_999 => crate::time::format_rfc3339_ms(ms),
+        _ => format!("{ms} ms since the Unix epoch"),
+    };
+    if not_before_ms < layout.epoch_ms || not_before_ms >= runs_out {
+        return Err(Error::invalid(format!(
+            "not-before {} lies outside the time namespace '{namespace}''s id layout can hold \
+             ({} to {}); give a time inside it, or --force",
+            at(not_before_ms),
+            at(layout.epoch_ms),
+            at(runs_out)
+        )));
+    }
+    if not_before_ms > store_now.saturating_add(MIGRATE_AHEAD_LIMIT_MS) {
+        return Err(Error::invalid(format!(
+            "not-before {} is more than a day ahead of the store's clock ({}): every runtime \
+             of namespace '{namespace}' would wait until then, and not-before never goes back; \
+             give an earlier time, or --force if that is what you want",
+            at(not_before_ms),
+            at(store_now)
+        )));
+    }
+    Ok(())
 }
 
 /// What `raise_not_before` did.
@@ -1024,7 +1234,7 @@ mod tests {
     #[test]
     fn completing_a_migrated_namespace_records_the_runtime_s_layout() {
         let store: SharedStore = MemoryStore::new(ManualClock::shared(1_000) as SharedClock);
-        LeaseClient::raise_not_before(&store, "ns", 5_000).unwrap();
+        LeaseClient::raise_not_before(&store, "ns", 5_000, true).unwrap();
         let first = layout_client(&store, "2019-12-24T16:00:00Z");
         let rec = first.open_namespace().unwrap();
         assert!(rec.layout.is_some(), "{rec:?}");
@@ -1345,7 +1555,7 @@ mod tests {
         clock.advance(std::time::Duration::from_secs(5));
         plant_lease(&*store, 1, &Owner::new("below"));
         plant_lease_above(&*store, 2, &Owner::new("at"), not_before);
-        let migration = LeaseClient::raise_not_before(&store, "ns", not_before).unwrap();
+        let migration = LeaseClient::raise_not_before(&store, "ns", not_before, true).unwrap();
         assert_eq!(migration.held_below, vec![(1, "below".to_string())]);
         let unused = store.read_slot("ns", 3).unwrap().1.unwrap().value;
         assert_eq!(unused.next_floor, not_before, "{unused:?}");

@@ -31,7 +31,7 @@ impl fmt::Display for Owner {
     }
 }
 
-/// The namespace record `{limit, tolerance, layout}`, written by the first runtime; a runtime
+/// The namespace record `{limit, tolerance, layout, ttl}`, written by the first runtime; a runtime
 /// asking for other values is refused. `not_before` is raised by `cosid migrate`: no window on
 /// any slot starts below it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +46,13 @@ pub struct NamespaceRecord {
     /// layouts were recorded (or by `cosid migrate` before any runtime): the first runtime
     /// that opens the namespace writes its own.
     pub layout: Option<IdLayout>,
+    /// The lease ttl every runtime of the namespace uses, ms; `None` in a record written before
+    /// ttls were recorded (or by `cosid migrate` before any runtime): the first runtime that
+    /// opens the namespace writes its own. The restart guard needs it: a namespace created
+    /// again after a store lost its data starts above every ceiling the lost records could
+    /// hold, and those ceilings lie at most ttl + tolerance past the loss only if every holder
+    /// used the recorded ttl (`docs/protocol.md` section 7).
+    pub ttl_ms: Option<i64>,
 }
 
 /// What of an id layout decides which id a `(time, slot, sequence)` becomes: the epoch, the

@@ -188,11 +188,17 @@ pub mod mutation {
         RenewSkipsHolderCheck,
         /// A release is accepted from anyone, not only the holder under its fence.
         ReleaseSkipsHolderCheck,
+        /// The restart guard ignores a store that lost writes (a young server, a rolled-back
+        /// one): acquisitions on it start at the records' floors.
+        GuardIgnoresLostWrites,
+        /// The restart guard trusts a namespace created on a store that may have lost it: it
+        /// starts at 0.
+        GuardTrustsNewNamespaces,
     }
 
     impl Mutation {
         /// Every deliberate bug (not [`Mutation::None`]).
-        pub const ALL: [Mutation; 7] = [
+        pub const ALL: [Mutation; 9] = [
             Mutation::ReleaseHandsOverFloor,
             Mutation::IssueAtFloor,
             Mutation::IssuePastCeiling,
@@ -200,6 +206,8 @@ pub mod mutation {
             Mutation::AcquireLowersFloor,
             Mutation::RenewSkipsHolderCheck,
             Mutation::ReleaseSkipsHolderCheck,
+            Mutation::GuardIgnoresLostWrites,
+            Mutation::GuardTrustsNewNamespaces,
         ];
     }
 
@@ -251,6 +259,26 @@ pub mod mutation {
             rec.floor
         } else {
             next_floor
+        }
+    }
+
+    /// The restart guard's floor for a store that lost writes: 0 under
+    /// [`Mutation::GuardIgnoresLostWrites`].
+    pub(crate) fn young_store_floor(floor: i64) -> i64 {
+        if is(Mutation::GuardIgnoresLostWrites) {
+            0
+        } else {
+            floor
+        }
+    }
+
+    /// The restart guard's floor for a namespace created on a store that may have lost it: 0
+    /// under [`Mutation::GuardTrustsNewNamespaces`].
+    pub(crate) fn new_namespace_floor(floor: i64) -> i64 {
+        if is(Mutation::GuardTrustsNewNamespaces) {
+            0
+        } else {
+            floor
         }
     }
 

@@ -5,10 +5,11 @@
 //!
 //! ```text
 //! cosid-slot/1 slot=3 fence=1 expires_at=… floor=… ceiling=… next_floor=… owner_key=h%3A1 owner_incarnation=… last_owner_key=h%3A1
-//! cosid-namespace/1 limit=1024 tolerance_ms=1000 not_before_ms=0 layout=1577203200000:ms:41/10/12
+//! cosid-namespace/1 limit=1024 tolerance_ms=1000 not_before_ms=0 layout=1577203200000:ms:41/10/12 ttl_ms=30000
 //! ```
 //!
-//! A namespace record written before layouts were recorded has no `layout` field.
+//! A namespace record written before layouts (or ttls) were recorded has no `layout` (`ttl_ms`)
+//! field.
 //!
 //! Owner keys are percent-encoded (every byte outside `A-Z a-z 0-9 - _ . : / @ +`), so a line
 //! never holds a space, `=`, `|` or a line break of its own. An absent owner or last owner is an
@@ -55,6 +56,9 @@ pub(crate) fn encode_namespace(rec: &NamespaceRecord) -> String {
     );
     if let Some(layout) = &rec.layout {
         let _ = write!(out, " layout={}", layout.encode());
+    }
+    if let Some(ttl_ms) = rec.ttl_ms {
+        let _ = write!(out, " ttl_ms={ttl_ms}");
     }
     out
 }
@@ -123,8 +127,10 @@ pub(crate) fn decode_namespace(text: &[u8], place: &str) -> Result<NamespaceReco
     let mut tolerance_ms = None;
     let mut not_before_ms = None;
     let mut layout = None;
+    let mut ttl_ms = None;
     while let Some((name, value)) = fields.next()? {
         let taken = match name {
+            "ttl_ms" => set(&mut ttl_ms, fields.number::<i64>(name, value)?),
             "limit" => set(&mut limit, fields.number::<u32>(name, value)?),
             "tolerance_ms" => set(&mut tolerance_ms, fields.number::<i64>(name, value)?),
             "not_before_ms" => set(&mut not_before_ms, fields.number::<i64>(name, value)?),
@@ -144,6 +150,7 @@ pub(crate) fn decode_namespace(text: &[u8], place: &str) -> Result<NamespaceReco
         tolerance_ms: tolerance_ms.ok_or_else(|| missing(place, "tolerance_ms"))?,
         not_before_ms: not_before_ms.ok_or_else(|| missing(place, "not_before_ms"))?,
         layout,
+        ttl_ms,
     })
 }
 
@@ -262,6 +269,7 @@ mod tests {
             tolerance_ms: 1_000,
             not_before_ms: 42,
             layout: None,
+            ttl_ms: None,
         };
         // A record written before layouts were recorded reads as one without a layout.
         let old = "cosid-namespace/1 limit=1048576 tolerance_ms=1000 not_before_ms=42";
@@ -272,6 +280,12 @@ mod tests {
             decode_namespace(encode_namespace(&ns).as_bytes(), "k").unwrap(),
             ns
         );
+        ns.ttl_ms = Some(30_000);
+        let text = encode_namespace(&ns);
+        assert!(text.ends_with(" ttl_ms=30000"), "{text}");
+        assert_eq!(decode_namespace(text.as_bytes(), "k").unwrap(), ns);
+        let e = decode_namespace(format!("{text} ttl_ms=1").as_bytes(), "k").unwrap_err();
+        assert!(e.message().contains("appears twice"), "{e}");
         let e = decode_namespace(format!("{old} layout=1:ms:41").as_bytes(), "k").unwrap_err();
         assert!(e.message().contains("layout '1:ms:41' is malformed"), "{e}");
     }

@@ -66,6 +66,9 @@ pub struct EtcdStore {
     /// Per namespace, the snapshot reads in flight (see [`SlotStore::snapshot`]).
     flights: Mutex<HashMap<String, Flight>>,
     flight_done: Condvar,
+    /// Whether a namespace created here starts ttl + tolerance after its creation
+    /// ([`SlotStore::may_forget_namespaces`]): `restart-guard=off` in the URL turns it off.
+    restart_guard: bool,
 }
 
 /// The snapshot reads of one namespace: one at a time, numbered.
@@ -315,7 +318,8 @@ impl EtcdStore {
             return Err(url.not_a("an etcd:// or etcds:// URL"));
         };
         let name = url.redacted();
-        let parsed = parse(raw, &name)?;
+        let (raw, restart_guard) = super::url::take_restart_guard(raw, &name)?;
+        let parsed = parse(&raw, &name)?;
         let secrets = parsed
             .user
             .iter()
@@ -339,6 +343,7 @@ impl EtcdStore {
             cache: Mutex::new(HashMap::new()),
             flights: Mutex::new(HashMap::new()),
             flight_done: Condvar::new(),
+            restart_guard,
         }))
     }
 
@@ -536,6 +541,10 @@ impl EtcdStore {
 }
 
 impl SlotStore for EtcdStore {
+    fn may_forget_namespaces(&self) -> bool {
+        self.restart_guard
+    }
+
     /// Callers that ask while a snapshot of the namespace is being read share the next read
     /// (which starts after they asked, so it is as fresh as one of their own): a crowd of
     /// acquirers costs the server one read at a time, not one each.
@@ -826,6 +835,7 @@ mod tests {
             tolerance_ms: 1,
             not_before_ms: 0,
             layout: None,
+            ttl_ms: None,
         };
         let mut version = None;
         for _ in 0..60 {

@@ -146,6 +146,12 @@ pub trait Hook: Send + Sync + fmt::Debug {
     fn started_at(&self, inner: &dyn SlotStore, namespace: &str) -> Result<Option<i64>> {
         inner.started_at(namespace)
     }
+
+    /// The wrapping store's [`SlotStore::may_forget_namespaces`]: by default the wrapped
+    /// store's.
+    fn may_forget_namespaces(&self, inner: &dyn SlotStore) -> bool {
+        inner.may_forget_namespaces()
+    }
 }
 
 /// `inner` behind `hook`. Derefs to the hook, so a test reaches the hook's switches and counts
@@ -197,6 +203,10 @@ impl<H: Hook> SlotStore for Hooked<H> {
 
     fn started_at(&self, namespace: &str) -> Result<Option<i64>> {
         self.hook.started_at(&*self.inner, namespace)
+    }
+
+    fn may_forget_namespaces(&self) -> bool {
+        self.hook.may_forget_namespaces(&*self.inner)
     }
 
     fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {

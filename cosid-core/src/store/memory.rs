@@ -17,6 +17,30 @@ struct Namespace {
     slots: BTreeMap<u32, Versioned<SlotRecord>>,
 }
 
+/// What [`MemoryStore::save`] saw: every namespace's records.
+#[derive(Debug, Clone, Default)]
+pub struct MemorySaved(Vec<SavedNamespace>);
+
+impl MemorySaved {
+    /// The namespace records alone, without a slot record: what a store that restarted having
+    /// lost its slot records' writes but not its namespaces' looks like (for tests).
+    pub fn namespaces_only(&self) -> MemorySaved {
+        MemorySaved(
+            self.0
+                .iter()
+                .map(|(name, record, _)| (name.clone(), record.clone(), BTreeMap::new()))
+                .collect(),
+        )
+    }
+}
+
+/// One namespace's name, record and slot records, as saved.
+type SavedNamespace = (
+    String,
+    Option<Versioned<NamespaceRecord>>,
+    BTreeMap<u32, Versioned<SlotRecord>>,
+);
+
 /// The in-process store. Thread-safe; each primitive holds one mutex for its whole step.
 #[derive(Debug)]
 pub struct MemoryStore {
@@ -67,6 +91,35 @@ impl MemoryStore {
             .unwrap_or_else(|p| p.into_inner())
             .1
             .clear();
+    }
+
+    /// Every namespace as it is now, for [`MemoryStore::roll_back`] (for tests).
+    pub fn save(&self) -> MemorySaved {
+        self.with(|_, map| {
+            MemorySaved(
+                map.iter()
+                    .map(|(name, ns)| (name.clone(), ns.record.clone(), ns.slots.clone()))
+                    .collect(),
+            )
+        })
+    }
+
+    /// Puts back every namespace as [`MemoryStore::save`] saw it, forgetting every write since:
+    /// what a store restored from an older snapshot looks like (for tests). Versions go on
+    /// from the highest ever issued, as a store whose versions follow its clock does.
+    pub fn roll_back(&self, saved: &MemorySaved) {
+        self.with(|_, map| {
+            map.clear();
+            for (name, record, slots) in &saved.0 {
+                map.insert(
+                    name.clone(),
+                    Namespace {
+                        record: record.clone(),
+                        slots: slots.clone(),
+                    },
+                );
+            }
+        })
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut u64, &mut HashMap<String, Namespace>) -> T) -> T {

@@ -178,19 +178,40 @@ pub trait SlotStore: Send + Sync + fmt::Debug {
         Ok(CandidateView::of_snapshot(self.snapshot(namespace)?))
     }
 
-    /// When the server that keeps `namespace` last started, in the store's clock (ms), for the
-    /// restart guard (`docs/stores.md`, "Restarted empty"): a namespace created on a server younger than a
-    /// holder's ttl plus tolerance may be one whose records a restart lost, so its creator
-    /// sets the namespace's `not_before` above every ceiling the lost records could hold.
+    /// The latest moment (store clock, ms) at or before which this store may have lost writes
+    /// it acknowledged for `namespace`, while that is recent enough to matter: a server's last
+    /// start (a restart without its data, or from an older snapshot, a crash on Redis's RDB
+    /// persistence), or, for SQLite, now when the file is not the one live holders use. `None`:
+    /// nothing lost, as far as the store can tell.
     ///
-    /// Provided: `None`, for stores that cannot tell (etcd), whose data cannot outlive their
-    /// users while holders live (memory), and the embedded default (SQLite), whose first start
-    /// must not wait. Redis, PostgreSQL and MySQL report it unless their URL says
-    /// `restart-guard=off`. The latest start the server's answer allows is reported (an
-    /// uptime in whole seconds is rounded down), so the guard errs late, never early.
+    /// The restart guard (`docs/protocol.md` section 7) starts every acquisition at least
+    /// ttl + tolerance past it, above every ceiling the lost writes could hold.
+    ///
+    /// Provided: `None`, for stores that cannot tell (etcd: [`SlotStore::may_forget_namespaces`]
+    /// covers its wipes) and whose data cannot outlive their users while holders live
+    /// (memory). Redis, PostgreSQL and MySQL report their server's start unless their URL says
+    /// `restart-guard=off`; SQLite reports a file deleted or replaced under live holders. The
+    /// latest start the server's answer allows is reported (an uptime in whole seconds is
+    /// rounded down), so the guard errs late, never early.
     fn started_at(&self, namespace: &str) -> Result<Option<i64>> {
         let _ = namespace;
         Ok(None)
+    }
+
+    /// Whether a namespace missing from this store may be one it lost: a network server whose
+    /// data a `FLUSHALL`, a `DROP TABLE`, a `TRUNCATE` or a wiped data directory can take while
+    /// holders of its slots still issue. The restart guard then starts every window of a
+    /// namespace it creates ttl + tolerance after the creation, above every ceiling a lost
+    /// record could hold (`docs/protocol.md` section 7): the first start of a namespace waits
+    /// that long, once.
+    ///
+    /// Provided: `false`, for the stores whose new namespaces are new: memory (nothing
+    /// outlives the process) and SQLite (the embedded default, whose first start must not
+    /// wait; a file lost under live holders is reported by [`SlotStore::started_at`]). Every
+    /// network store says `true` unless its URL says `restart-guard=off` (a server known to be
+    /// new, such as a test server).
+    fn may_forget_namespaces(&self) -> bool {
+        false
     }
 }
 
@@ -265,6 +286,7 @@ fn namespace_from_columns(
     tolerance_ms: i64,
     not_before_ms: i64,
     layout: Option<String>,
+    ttl_ms: Option<i64>,
 ) -> std::result::Result<NamespaceRecord, String> {
     let layout = match layout {
         Some(text) => Some(
@@ -278,6 +300,7 @@ fn namespace_from_columns(
         tolerance_ms,
         not_before_ms,
         layout,
+        ttl_ms,
     })
 }
 

@@ -46,7 +46,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The schema version this build writes and reads.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// Duplicate key: the row an `INSERT` would create exists (a lost race).
 const ER_DUP_ENTRY: u16 = 1062;
@@ -86,7 +86,8 @@ const SCHEMA: [&str; 4] = [
         slot_limit    BIGINT          NOT NULL,
         tolerance_ms  BIGINT          NOT NULL,
         not_before_ms BIGINT          NOT NULL,
-        layout        VARBINARY(255)  NULL
+        layout        VARBINARY(255)  NULL,
+        ttl_ms        BIGINT          NULL
     ) ENGINE=InnoDB",
     "CREATE TABLE IF NOT EXISTS cosid_slot (
         namespace         VARBINARY(255)  NOT NULL,
@@ -125,7 +126,7 @@ const SLOT_COLUMNS: &str = "s.slot, s.version, s.owner_key, s.owner_incarnation,
 fn snapshot_sql() -> String {
     format!(
         "SELECT c.now, n.version, n.slot_limit, n.tolerance_ms, n.not_before_ms, n.layout, \
-         {SLOT_COLUMNS} FROM (SELECT {NOW_MS} AS now) c \
+         {SLOT_COLUMNS}, n.ttl_ms FROM (SELECT {NOW_MS} AS now) c \
          LEFT JOIN cosid_namespace n ON n.namespace = ? \
          LEFT JOIN cosid_slot s ON s.namespace = ?"
     )
@@ -141,15 +142,15 @@ fn read_slot_sql() -> String {
 fn insert_namespace_sql() -> String {
     format!(
         "INSERT INTO cosid_namespace \
-         (namespace, version, slot_limit, tolerance_ms, not_before_ms, layout) \
-         VALUES (?, LAST_INSERT_ID({NOW_US}), ?, ?, ?, ?)"
+         (namespace, version, slot_limit, tolerance_ms, not_before_ms, layout, ttl_ms) \
+         VALUES (?, LAST_INSERT_ID({NOW_US}), ?, ?, ?, ?, ?)"
     )
 }
 
 fn update_namespace_sql() -> String {
     format!(
         "UPDATE cosid_namespace SET slot_limit = ?, tolerance_ms = ?, not_before_ms = ?, \
-         layout = ?, version = LAST_INSERT_ID(GREATEST(version + 1, {NOW_US})) \
+         layout = ?, ttl_ms = ?, version = LAST_INSERT_ID(GREATEST(version + 1, {NOW_US})) \
          WHERE namespace = ? AND version = ?"
     )
 }
@@ -427,7 +428,8 @@ impl MysqlStore {
     }
 
     /// The store's clock and the namespace record in the first row of a snapshot-shaped
-    /// answer (the clock in column 0, the namespace in 1 to 5).
+    /// answer (the clock in column 0, the namespace in 1 to 5 and its ttl in 16, after the
+    /// slot's columns).
     fn namespace_from(
         &self,
         what: &str,
@@ -453,6 +455,10 @@ impl MysqlStore {
                     num(3, "tolerance_ms")?,
                     num(4, "not_before_ms")?,
                     text(first, 5).map_err(|_| bad("layout"))?,
+                    int(first, 16)
+                        .map_err(|_| bad("ttl_ms"))?
+                        .map(|v| i64::try_from(v).map_err(|_| bad("ttl_ms")))
+                        .transpose()?,
                 )
                 .map_err(|bad| self.io.bad_row(what, &bad))?;
                 Some(Versioned {
@@ -679,8 +685,35 @@ async fn ensure_schema(conn: &mut mysql_async::Conn) -> std::result::Result<(), 
             "the database holds cosid schema version {v}, and this build of cosid knows versions \
              up to {SCHEMA_VERSION}; upgrade cosid, or use another database"
         ))),
+        Some(v) if v < 2 => upgrade_to_2(conn).await,
         _ => Ok(()),
     }
+}
+
+/// Version 2: the lease ttl per namespace, for the restart guard (none in older records until
+/// their first runtime of this version writes its own). MySQL has no `ADD COLUMN IF NOT
+/// EXISTS`, so the column is looked for first, and a connection that lost the race to add it
+/// (duplicate column) finds it added.
+async fn upgrade_to_2(conn: &mut mysql_async::Conn) -> std::result::Result<(), ConnectError> {
+    const ER_DUP_FIELDNAME: u16 = 1060;
+    let has: Option<i64> = conn
+        .query_first(
+            "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() \
+             AND TABLE_NAME = 'cosid_namespace' AND COLUMN_NAME = 'ttl_ms'",
+        )
+        .await?;
+    if has.unwrap_or(0) == 0 {
+        match conn
+            .query_drop("ALTER TABLE cosid_namespace ADD COLUMN ttl_ms BIGINT NULL")
+            .await
+        {
+            Err(mysql_async::Error::Server(e)) if e.code == ER_DUP_FIELDNAME => {}
+            other => other?,
+        }
+    }
+    conn.query_drop("UPDATE cosid_schema SET version = 2 WHERE id = 1 AND version < 2")
+        .await?;
+    Ok(())
 }
 
 /// The client's message with its sources; the server's own text (which names the user, never
@@ -909,6 +942,7 @@ impl SlotStore for MysqlStore {
             record
                 .layout
                 .map_or(Value::NULL, |l| Value::Bytes(l.encode().into_bytes())),
+            record.ttl_ms.map_or(Value::NULL, Value::from),
         ];
         match expected {
             None => {
@@ -989,6 +1023,10 @@ impl SlotStore for MysqlStore {
                 store_now: clock_of(expected, version),
             })
         })
+    }
+
+    fn may_forget_namespaces(&self) -> bool {
+        self.restart_guard
     }
 
     fn started_at(&self, _namespace: &str) -> Result<Option<i64>> {

@@ -55,7 +55,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 const READ_ONLY: &str = "25006";
 
 /// The schema version this build writes and reads.
-const SCHEMA_VERSION: i32 = 2;
+const SCHEMA_VERSION: i32 = 3;
 
 /// Key of the advisory lock held while the schema is checked and created ("cosid" in ASCII).
 const SCHEMA_LOCK: i64 = 0x63_6f73_6964;
@@ -98,6 +98,10 @@ CREATE TABLE IF NOT EXISTS cosid_slot (
 -- runtime of this version writes its own).
 ALTER TABLE cosid_namespace ADD COLUMN IF NOT EXISTS layout text;
 UPDATE cosid_schema SET version = 2 WHERE id = 1 AND version < 2;
+-- Version 3: the lease ttl per namespace, for the restart guard (none in older records until
+-- their first runtime of this version writes its own).
+ALTER TABLE cosid_namespace ADD COLUMN IF NOT EXISTS ttl_ms bigint;
+UPDATE cosid_schema SET version = 3 WHERE id = 1 AND version < 3;
 ";
 
 /// The store clock in ms, evaluated once per statement (a volatile CTE is not inlined).
@@ -111,10 +115,16 @@ const STARTED_AT: &str =
 const SLOT_COLUMNS: &str = "s.slot, s.version, s.owner_key, s.owner_incarnation, \
      s.last_owner_key, s.fence, s.expires_at, s.floor_ms, s.ceiling_ms, s.next_floor_ms";
 
+/// The column of the namespace's ttl in [`snapshot_sql`]'s rows: after the layout.
+const SNAPSHOT_TTL_AT: usize = 16;
+
+/// The column of the namespace's ttl in [`candidates_sql`]'s first row: after the part.
+const CANDIDATES_TTL_AT: usize = 18;
+
 fn snapshot_sql() -> String {
     format!(
         "{CLOCK} SELECT c.now, n.version, n.slot_limit, n.tolerance_ms, n.not_before_ms, \
-         {SLOT_COLUMNS}, n.layout FROM c LEFT JOIN cosid_namespace n ON n.namespace = $1 \
+         {SLOT_COLUMNS}, n.layout, n.ttl_ms FROM c LEFT JOIN cosid_namespace n ON n.namespace = $1 \
          LEFT JOIN cosid_slot s ON s.namespace = $1"
     )
 }
@@ -133,10 +143,10 @@ fn candidates_sql() -> String {
          SELECT c.now, n.version, n.slot_limit, n.tolerance_ms, n.not_before_ms, \
          NULL::integer, NULL::bigint, NULL::text, NULL::uuid, NULL::text, NULL::bigint, \
          NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint, n.layout, \
-         (SELECT string_agg(v.slot::text, ',') FROM v WHERE v.live), 0 AS part \
+         (SELECT string_agg(v.slot::text, ',') FROM v WHERE v.live), 0 AS part, n.ttl_ms \
          FROM c LEFT JOIN cosid_namespace n ON n.namespace = $1 \
          UNION ALL \
-         SELECT NULL, NULL, NULL, NULL, NULL, {v_columns}, NULL, NULL, 1 FROM v \
+         SELECT NULL, NULL, NULL, NULL, NULL, {v_columns}, NULL, NULL, 1, NULL FROM v \
          WHERE NOT v.live \
          OR COALESCE(v.slot = $2 OR v.owner_key = $3 OR v.last_owner_key = $3, false) \
          ORDER BY part"
@@ -151,14 +161,14 @@ fn read_slot_sql() -> String {
 }
 
 const INSERT_NAMESPACE: &str = "INSERT INTO cosid_namespace \
-     (namespace, version, slot_limit, tolerance_ms, not_before_ms, layout) \
-     VALUES ($1, nextval('cosid_version_seq'), $2, $3, $4, $5) \
+     (namespace, version, slot_limit, tolerance_ms, not_before_ms, layout, ttl_ms) \
+     VALUES ($1, nextval('cosid_version_seq'), $2, $3, $4, $5, $6) \
      ON CONFLICT (namespace) DO NOTHING RETURNING version";
 
 const UPDATE_NAMESPACE: &str =
     "UPDATE cosid_namespace SET version = nextval('cosid_version_seq'), \
-     slot_limit = $2, tolerance_ms = $3, not_before_ms = $4, layout = $5 \
-     WHERE namespace = $1 AND version = $6 RETURNING version";
+     slot_limit = $2, tolerance_ms = $3, not_before_ms = $4, layout = $5, ttl_ms = $6 \
+     WHERE namespace = $1 AND version = $7 RETURNING version";
 
 const INSERT_SLOT: &str = "INSERT INTO cosid_slot (namespace, slot, version, owner_key, \
      owner_incarnation, last_owner_key, fence, expires_at, floor_ms, ceiling_ms, next_floor_ms) \
@@ -405,11 +415,13 @@ impl PostgresStore {
     }
 
     /// The store's clock and the namespace record in the first row of a snapshot-shaped
-    /// answer (the clock in column 0, the namespace in 1 to 4 and its layout in 15).
+    /// answer (the clock in column 0, the namespace in 1 to 4, its layout in 15 and its ttl in
+    /// `ttl_at`).
     fn namespace_from(
         &self,
         what: &str,
         rows: &[Row],
+        ttl_at: usize,
     ) -> Result<(i64, Option<Versioned<NamespaceRecord>>)> {
         let first = rows
             .first()
@@ -426,6 +438,7 @@ impl PostgresStore {
                     first.try_get(4).map_err(get_err)?,
                     // Column 15, after the slot's.
                     first.try_get(15).map_err(get_err)?,
+                    first.try_get(ttl_at).map_err(get_err)?,
                 )
                 .map_err(|bad| self.io.bad_row(what, &bad))?;
                 Some(Versioned {
@@ -943,9 +956,11 @@ impl SlotStore for PostgresStore {
     fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
         let what = "reading a namespace snapshot";
         let rows = self.query(what, |c| &c.snapshot, params![namespace.to_string()])?;
-        super::snapshot_of_rows(self.namespace_from(what, &rows)?, &rows, |row| {
-            self.slot_from(what, row, 5)
-        })
+        super::snapshot_of_rows(
+            self.namespace_from(what, &rows, SNAPSHOT_TTL_AT)?,
+            &rows,
+            |row| self.slot_from(what, row, 5),
+        )
     }
 
     fn candidates(&self, namespace: &str, ask: &CandidateAsk<'_>) -> Result<CandidateView> {
@@ -960,7 +975,7 @@ impl SlotStore for PostgresStore {
                 ask.owner_key.map(String::from)
             ],
         )?;
-        let (store_now, namespace_rec) = self.namespace_from(what, &rows)?;
+        let (store_now, namespace_rec) = self.namespace_from(what, &rows, CANDIDATES_TTL_AT)?;
         let get_err = |e: tokio_postgres::Error| self.io.bad_row(what, &e.to_string());
         let live: Option<String> = rows[0].try_get(16).map_err(get_err)?;
         let live = live
@@ -1003,7 +1018,8 @@ impl SlotStore for PostgresStore {
                 i64::from(record.limit),
                 record.tolerance_ms,
                 record.not_before_ms,
-                record.layout.map(|l| l.encode())
+                record.layout.map(|l| l.encode()),
+                record.ttl_ms
             ],
         )?;
         self.version_of(what, &rows)
@@ -1070,6 +1086,10 @@ impl SlotStore for PostgresStore {
             version,
             store_now: Some(now),
         }))
+    }
+
+    fn may_forget_namespaces(&self) -> bool {
+        self.restart_guard
     }
 
     fn started_at(&self, _namespace: &str) -> Result<Option<i64>> {

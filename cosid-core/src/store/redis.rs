@@ -1423,6 +1423,10 @@ impl SlotStore for RedisStore {
         Ok(self.write_first(namespace, writes)?.0)
     }
 
+    fn may_forget_namespaces(&self) -> bool {
+        self.shared.restart_guard
+    }
+
     fn started_at(&self, namespace: &str) -> Result<Option<i64>> {
         if !self.shared.restart_guard {
             return Ok(None);

@@ -43,7 +43,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The schema this build writes and understands.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// How long a connection waits for another one's lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -63,7 +63,8 @@ CREATE TABLE IF NOT EXISTS cosid_namespace (
     slot_limit    INTEGER NOT NULL CHECK (slot_limit >= 0),
     tolerance_ms  INTEGER NOT NULL,
     not_before_ms INTEGER NOT NULL,
-    layout        TEXT
+    layout        TEXT,
+    ttl_ms        INTEGER
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS cosid_slot (
     namespace         TEXT NOT NULL,
@@ -81,8 +82,8 @@ CREATE TABLE IF NOT EXISTS cosid_slot (
     PRIMARY KEY (namespace, slot)
 ) WITHOUT ROWID;";
 
-const SELECT_NAMESPACE: &str = "SELECT version, slot_limit, tolerance_ms, not_before_ms, layout
-    FROM cosid_namespace WHERE namespace = ?1";
+const SELECT_NAMESPACE: &str = "SELECT version, slot_limit, tolerance_ms, not_before_ms, layout,
+    ttl_ms FROM cosid_namespace WHERE namespace = ?1";
 
 const SLOT_COLUMNS: &str = "slot, version, owner_key, owner_incarnation, last_owner_key, fence, \
                             expires_at, floor, ceiling, next_floor";
@@ -91,11 +92,12 @@ const NEXT_VERSION: &str =
     "UPDATE cosid_meta SET value = value + 1 WHERE key = 'last_version' RETURNING value";
 
 const UPSERT_NAMESPACE: &str = "INSERT INTO cosid_namespace
-    (namespace, version, slot_limit, tolerance_ms, not_before_ms, layout)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+    (namespace, version, slot_limit, tolerance_ms, not_before_ms, layout, ttl_ms)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
     ON CONFLICT (namespace) DO UPDATE SET version = excluded.version,
         slot_limit = excluded.slot_limit, tolerance_ms = excluded.tolerance_ms,
-        not_before_ms = excluded.not_before_ms, layout = excluded.layout";
+        not_before_ms = excluded.not_before_ms, layout = excluded.layout,
+        ttl_ms = excluded.ttl_ms";
 
 const UPSERT_SLOT: &str = "INSERT INTO cosid_slot
     (namespace, slot, version, owner_key, owner_incarnation, last_owner_key, fence, expires_at,
@@ -138,8 +140,8 @@ impl fmt::Debug for SqliteStore {
     }
 }
 
-/// One namespace row as stored: version, limit, tolerance, not-before, layout.
-type NamespaceRow = (i64, i64, i64, i64, Option<String>);
+/// One namespace row as stored: version, limit, tolerance, not-before, layout, ttl.
+type NamespaceRow = (i64, i64, i64, i64, Option<String>, Option<i64>);
 
 /// What one read of a namespace returns: its record, the live slots (when asked for a
 /// candidate view) and slot records.
@@ -220,7 +222,14 @@ impl SqliteStore {
                 let tx = conn.transaction().map_err(fail)?;
                 let ns_row: Option<NamespaceRow> = tx
                     .query_row(SELECT_NAMESPACE, [namespace], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                        Ok((
+                            r.get(0)?,
+                            r.get(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                        ))
                     })
                     .optional()
                     .map_err(fail)?;
@@ -375,7 +384,7 @@ impl SqliteStore {
     fn decode_namespace(
         &self,
         namespace: &str,
-        (version, limit, tolerance_ms, not_before_ms, layout): NamespaceRow,
+        (version, limit, tolerance_ms, not_before_ms, layout, ttl_ms): NamespaceRow,
     ) -> Result<Versioned<NamespaceRecord>> {
         let bad = |what: String| self.malformed(namespace, &what);
         let layout = match layout {
@@ -390,6 +399,7 @@ impl SqliteStore {
                 tolerance_ms,
                 not_before_ms,
                 layout,
+                ttl_ms,
             },
             version: u64::try_from(version)
                 .map_err(|_| bad(format!("namespace version {version}")))?,
@@ -648,7 +658,18 @@ fn init_schema(conn: &mut Connection, path: &Path) -> Result<()> {
             // until their first runtime of this version writes its own.
             tx.execute_batch(
                 "ALTER TABLE cosid_namespace ADD COLUMN layout TEXT;
-                 UPDATE cosid_meta SET value = 2 WHERE key = 'schema_version';",
+                 ALTER TABLE cosid_namespace ADD COLUMN ttl_ms INTEGER;
+                 UPDATE cosid_meta SET value = 3 WHERE key = 'schema_version';",
+            )
+            .map_err(|e| fail(doing, e))?;
+        }
+        Some(2) => {
+            // Version 3 records the lease ttl per namespace, for the restart guard; records of
+            // older versions have none until their first runtime of this version writes its
+            // own.
+            tx.execute_batch(
+                "ALTER TABLE cosid_namespace ADD COLUMN ttl_ms INTEGER;
+                 UPDATE cosid_meta SET value = 3 WHERE key = 'schema_version';",
             )
             .map_err(|e| fail(doing, e))?;
         }
@@ -776,7 +797,8 @@ impl SlotStore for SqliteStore {
                         record.limit,
                         record.tolerance_ms,
                         record.not_before_ms,
-                        record.layout.map(|l| l.encode())
+                        record.layout.map(|l| l.encode()),
+                        record.ttl_ms
                     ],
                 )
             },

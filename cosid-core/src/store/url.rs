@@ -162,8 +162,15 @@ impl StoreUrl {
 
 /// The restart guard's setting in a network store URL (`restart-guard=on` or `off`; on when
 /// absent) and the URL without that parameter, for the store's own parser, which does not know
-/// it. With the guard on, the store reports when its server started ([`super::SlotStore::started_at`]).
-#[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
+/// it. With the guard on, the store reports when its server started ([`super::SlotStore::started_at`])
+/// and that a namespace missing from it may be one it lost
+/// ([`super::SlotStore::may_forget_namespaces`]).
+#[cfg(any(
+    feature = "redis",
+    feature = "postgres",
+    feature = "mysql",
+    feature = "etcd"
+))]
 pub(crate) fn take_restart_guard(raw: &str, name: &str) -> Result<(String, bool)> {
     // The query starts after the host, which follows the last '@' (a password may hold '?').
     let host_at = raw.rfind('@').unwrap_or(0);
@@ -192,9 +199,9 @@ pub(crate) fn take_restart_guard(raw: &str, name: &str) -> Result<(String, bool)
             _ => {
                 return Err(Error::config(format!(
                     "store URL '{name}' has restart-guard{value}; use restart-guard=on (the \
-                     default: a namespace created on a server that started less than ttl + \
-                     tolerance ago waits until then) or restart-guard=off (the server never \
-                     restarts without its data)"
+                     default: a namespace's first runtime waits ttl + tolerance once, and \
+                     every start on a server younger than that waits until then) or \
+                     restart-guard=off (a server known to be new, that never loses its data)"
                 )))
             }
         };

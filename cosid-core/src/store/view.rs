@@ -185,6 +185,7 @@ mod tests {
                 tolerance_ms: 1000,
                 not_before_ms: 0,
                 layout: None,
+                ttl_ms: None,
             },
             version: 1,
         })

@@ -357,6 +357,7 @@ pub fn cas_namespace_with_a_stale_version_writes_nothing(open: Open) {
         tolerance_ms: 1_000,
         not_before_ms: 0,
         layout: None,
+        ttl_ms: None,
     };
     let b = NamespaceRecord {
         not_before_ms: 5,
@@ -606,6 +607,7 @@ pub fn slot_records_round_trip_every_field(open: Open) {
         tolerance_ms: i64::MAX,
         not_before_ms: (1 << 53) + 1,
         layout: Some(IdLayout::of(&Layout::SAFE_JS_SECONDS)),
+        ttl_ms: None,
     };
     let v = store
         .cas_namespace(&ns, NamespaceWrite::new(None, &ns_rec))
@@ -639,6 +641,7 @@ pub fn namespaces_are_isolated(open: Open) {
                     tolerance_ms: 1,
                     not_before_ms: 0,
                     layout: None,
+                    ttl_ms: None,
                 },
             ),
         )
@@ -681,6 +684,7 @@ pub fn versions_never_repeat_for_a_key(open: Open) {
             tolerance_ms: 1_000,
             not_before_ms: i,
             layout: None,
+            ttl_ms: None,
         };
         let v = store
             .cas_namespace(&ns, NamespaceWrite::new(version, &rec))
@@ -1073,6 +1077,7 @@ pub fn open_namespace_records_limit_and_tolerance(open: Open) {
         tolerance_ms: 1_500,
         not_before_ms: 0,
         layout: None,
+        ttl_ms: None,
     };
     assert_eq!(rec, want);
     assert_eq!(store.snapshot(&ns).unwrap().namespace.unwrap().value, want);
@@ -1212,6 +1217,7 @@ pub fn a_namespace_without_a_layout_takes_the_first_runtime_s(open: Open) {
         tolerance_ms: LONG.tolerance_ms,
         not_before_ms: 77,
         layout: None,
+        ttl_ms: None,
     };
     store
         .cas_namespace(&ns, NamespaceWrite::new(None, &old))
@@ -1237,7 +1243,7 @@ pub fn a_namespace_without_a_layout_takes_the_first_runtime_s(open: Open) {
     // A tool that issues no ids (no layout) still reads the namespace, and `cosid migrate`
     // keeps the layout.
     client(&open(), &ns, 3, LONG).open_namespace().unwrap();
-    let m = cosid_core::lease::LeaseClient::raise_not_before(&store, &ns, 1_000).unwrap();
+    let m = cosid_core::lease::LeaseClient::raise_not_before(&store, &ns, 1_000, true).unwrap();
     assert_eq!(m.namespace.layout, Some(IdLayout::of(&mine)));
 }
 
@@ -1976,7 +1982,7 @@ pub fn raise_not_before_lifts_every_later_floor(open: Open) {
     let a = acquire(&c, &Owner::new("a")).lease;
     assert!(c.release(&a, Some(a.store_now)).unwrap());
     let nb = a.store_now + 10 * 86_400_000;
-    let rec = LeaseClient::raise_not_before(&store, &ns, nb)
+    let rec = LeaseClient::raise_not_before(&store, &ns, nb, true)
         .unwrap()
         .namespace;
     assert_eq!((rec.not_before_ms, rec.limit), (nb, 2));
@@ -1993,7 +1999,7 @@ pub fn raise_not_before_on_a_new_namespace_is_completed_by_the_first_runtime(ope
     let store = open();
     let ns = unique_namespace("not-before-new");
     let nb = store.snapshot(&ns).unwrap().slots.store_now + 86_400_000;
-    LeaseClient::raise_not_before(&store, &ns, nb).unwrap();
+    LeaseClient::raise_not_before(&store, &ns, nb, true).unwrap();
     let c = client(&store, &ns, 3, LONG);
     let a = acquire(&c, &Owner::new("a")).lease;
     assert_eq!(a.floor, nb);
@@ -2004,6 +2010,7 @@ pub fn raise_not_before_on_a_new_namespace_is_completed_by_the_first_runtime(ope
             tolerance_ms: LONG.tolerance_ms,
             not_before_ms: nb,
             layout: None,
+            ttl_ms: None,
         }
     );
 }
@@ -2013,8 +2020,8 @@ pub fn raise_not_before_never_lowers(open: Open) {
     let store = open();
     let ns = unique_namespace("not-before-lower");
     client(&store, &ns, 1, LONG).open_namespace().unwrap();
-    LeaseClient::raise_not_before(&store, &ns, 5_000_000).unwrap();
-    let rec = LeaseClient::raise_not_before(&store, &ns, 4_000_000)
+    LeaseClient::raise_not_before(&store, &ns, 5_000_000, true).unwrap();
+    let rec = LeaseClient::raise_not_before(&store, &ns, 4_000_000, true)
         .unwrap()
         .namespace;
     assert_eq!(rec.not_before_ms, 5_000_000);
@@ -2038,7 +2045,7 @@ pub fn raise_not_before_defeats_an_acquisition_racing_it(open: Open) {
         .find(|r| r.value.slot == 0)
         .map(|r| r.version);
     let nb = before.slots.store_now + 86_400_000;
-    let done = LeaseClient::raise_not_before(&store, &ns, nb).unwrap();
+    let done = LeaseClient::raise_not_before(&store, &ns, nb, true).unwrap();
     assert!(done.held_below.is_empty());
     let stale = cosid_core::lease::rules::acquire(
         &SlotRecord::vacant(0),
@@ -2063,7 +2070,7 @@ pub fn raise_not_before_reports_live_holders_below_it(open: Open) {
     let c = client(&store, &ns, 1, LONG);
     let a = acquire(&c, &Owner::new("early")).lease;
     let nb = a.ceiling + 1;
-    let done = LeaseClient::raise_not_before(&store, &ns, nb).unwrap();
+    let done = LeaseClient::raise_not_before(&store, &ns, nb, true).unwrap();
     assert_eq!(done.held_below, vec![(a.slot, "early".to_string())]);
     // The holder keeps its lease (taking it away could not recall ids it already issued).
     assert!(matches!(

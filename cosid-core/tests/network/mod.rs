@@ -279,6 +279,7 @@ pub fn namespace_created_by_32_runtimes_at_once(ctx: &Ctx) {
         tolerance_ms: LONG.tolerance_ms,
         not_before_ms: 0,
         layout: None,
+        ttl_ms: None,
     };
     assert!(records.iter().all(|r| *r == want), "{records:?}");
     let stored = ctx
@@ -392,6 +393,7 @@ pub fn unreachable_server_is_a_store_error_naming_it(ctx: &Ctx) {
                         tolerance_ms: 1,
                         not_before_ms: 0,
                         layout: None,
+                        ttl_ms: None,
                     },
                 ),
             )

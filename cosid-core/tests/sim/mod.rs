@@ -18,10 +18,19 @@
 //! 3. every id lies in the window its holder was granted, on its slot, before any release;
 //! 4. no id is issued twice.
 //!
-//! Not simulated, on purpose: a store that loses acknowledged writes (restarted empty). That
-//! breaks the store's one guarantee, and uniqueness across processes cannot survive it; each
-//! runtime still protects its own windows (see the keeper tests), and docs/stores.md says what
-//! each store must be configured to keep.
+//! **A store that loses its data** (one seed in four): the store forgets acknowledged writes,
+//! as a `FLUSHALL` (a wipe on a server that keeps running), a restart without its data (a
+//! wipe, and the server reports its start), or a restart that kept the namespace record but
+//! lost the slot records' writes (the server reports its start; no namespace is created again,
+//! so only the guard's floor after a restart keeps newcomers above the lost ceilings). A restart from an older snapshot is written
+//! (`Sim::lose_data`) but not drawn: see there. The clients run with the restart guard,
+//! the store says that a new namespace may be a lost one (as every network store does), and the
+//! checker decides as for every other fault: the old holders' windows still count up to their
+//! ceilings, so a newcomer's window on their slot must start above them. In those seeds the
+//! store's clock only jumps forward: the guard bounds the lost ceilings by the store's clock
+//! after the loss, which a store clock set back across the loss would break
+//! (`docs/stores.md`, "What remains"). Versions never repeat across a loss here; a store whose
+//! versions restart (etcd) keeps them apart by its lineage, tested against etcd itself.
 
 #![allow(dead_code)]
 
@@ -29,7 +38,7 @@ use cosid_core::clock::{Clock, ManualClock, SharedClock};
 use cosid_core::lease::invariants::{Checker, Holder, Invariant, Step};
 use cosid_core::lease::{KeeperConfig, LeaseClient, LeaseKeeper, Owner, SlotRecord, Terms};
 use cosid_core::store::hooked::{Call, Hook, Hooked, Reply};
-use cosid_core::store::memory::MemoryStore;
+use cosid_core::store::memory::{MemorySaved, MemoryStore};
 use cosid_core::store::{SharedStore, SlotStore, Written};
 use cosid_core::{Generator, Layout, TryNext, Window};
 use std::collections::{HashMap, HashSet};
@@ -86,9 +95,25 @@ struct Recorder {
     one_trip: Mutex<usize>,
     /// Whether the last call was a read of a slot (so the next compare-and-set is a fallback).
     after_read: Mutex<bool>,
+    /// Whether this seed's store loses data (and so says a new namespace may be a lost one).
+    loses_data: bool,
+    /// When the store last lost writes by restarting (what `started_at` reports).
+    restarted_at: Mutex<Option<i64>>,
 }
 
 impl Hook for Recorder {
+    fn started_at(
+        &self,
+        _inner: &dyn SlotStore,
+        _namespace: &str,
+    ) -> cosid_core::Result<Option<i64>> {
+        Ok(*self.restarted_at.lock().unwrap())
+    }
+
+    fn may_forget_namespaces(&self, _inner: &dyn SlotStore) -> bool {
+        self.loses_data
+    }
+
     fn call(&self, inner: &dyn SlotStore, call: Call<'_>) -> cosid_core::Result<Reply> {
         match call {
             Call::ReadSlot { .. } => {
@@ -157,6 +182,8 @@ pub struct Outcome {
     /// Renewals and releases written in one round trip (a compare-and-set against the version
     /// the holder last wrote, no read first).
     pub one_trip: usize,
+    /// Times the store lost its data (wiped, restarted empty or from an older snapshot).
+    pub losses: usize,
 }
 
 /// A seed whose run broke an invariant.
@@ -175,6 +202,11 @@ struct Sim {
     layout: Layout,
     store: SharedStore,
     recorder: Arc<Hooked<Recorder>>,
+    /// The memory store behind the recorder, for the data-loss faults.
+    memory: Arc<MemoryStore>,
+    /// A copy of the store taken some steps ago: what a restore from an old snapshot brings
+    /// back.
+    saved: MemorySaved,
     store_clock: Arc<ManualClock>,
     bits: u8,
     terms: Terms,
@@ -183,6 +215,12 @@ struct Sim {
     records: HashMap<u32, SlotRecord>,
     /// Every holder granted a window so far.
     holders: HashSet<Holder>,
+    /// For each `(slot, incarnation, fence)`, the number of the tenure (acquisition) its
+    /// latest grant belongs to: a store that lost its records counts fences again, so one
+    /// incarnation can be granted the same slot under the same fence before and after a loss,
+    /// and the checker must see two holders (see [`Sim::tagged`]).
+    tenures: HashMap<Holder, u64>,
+    next_tenure: u64,
     checker: Checker,
     outcome: Outcome,
     log: Vec<String>,
@@ -204,13 +242,16 @@ impl Sim {
             Layout::SAFE_JS_SECONDS,
         ][rng.below(4) as usize];
         let store_clock = ManualClock::shared(T0);
+        let memory = MemoryStore::new(store_clock.clone() as SharedClock);
         let recorder = Hooked::new(
-            MemoryStore::new(store_clock.clone() as SharedClock),
+            memory.clone(),
             Recorder {
                 written: Mutex::new(Vec::new()),
                 clockless: seed % 4 == 3,
                 one_trip: Mutex::new(0),
                 after_read: Mutex::new(false),
+                loses_data: seed % 4 == 1,
+                restarted_at: Mutex::new(None),
             },
         );
         let bits = 1 + rng.below(2) as u8;
@@ -234,16 +275,31 @@ impl Sim {
             layout,
             store: recorder.clone(),
             recorder,
+            memory,
+            saved: MemorySaved::default(),
             store_clock,
             bits,
             terms,
             instances,
             records: HashMap::new(),
             holders: HashSet::new(),
+            tenures: HashMap::new(),
+            next_tenure: 0,
             checker: Checker::new(),
             outcome: Outcome::default(),
             log: Vec::new(),
             incarnations: Rng(seed ^ 0x1AC4_0A71_0000_0001),
+        }
+    }
+
+    /// `h` told apart from a holder of the same `(slot, incarnation, fence)` in another
+    /// tenure: its tenure's number goes into the fence's top bits, which no store here counts
+    /// to.
+    fn tagged(&self, h: Holder) -> Holder {
+        let tenure = self.tenures.get(&h).copied().unwrap_or(u64::from(u32::MAX));
+        Holder {
+            fence: (h.fence & u64::from(u32::MAX)) | (tenure << 32),
+            ..h
         }
     }
 
@@ -264,6 +320,19 @@ impl Sim {
             let before = self.records.insert(rec.slot, rec.clone());
             match Holder::of_record(&rec) {
                 Some(holder) => {
+                    // A new tenure unless it renews the record the slot held.
+                    let renews = before
+                        .as_ref()
+                        .is_some_and(|b| b.owner == rec.owner && b.fence == rec.fence);
+                    if !renews || !self.tenures.contains_key(&holder) {
+                        self.tenures.insert(holder, self.next_tenure);
+                        self.next_tenure += 1;
+                    }
+                    let holder = self.tagged(holder);
+                    self.log.push(format!(
+                        "store granted slot {} ({}, {}] to {} (renews: {renews})",
+                        rec.slot, rec.floor, rec.ceiling, holder
+                    ));
                     self.outcome.grants += 1;
                     if !self.holders.insert(holder) {
                         self.outcome.renewals += 1;
@@ -275,7 +344,10 @@ impl Sim {
                     })?;
                 }
                 None => {
-                    let ended = before.as_ref().and_then(Holder::of_record);
+                    let ended = before
+                        .as_ref()
+                        .and_then(Holder::of_record)
+                        .map(|h| self.tagged(h));
                     match released_by {
                         Some((holder, last_issued)) if ended == Some(holder) => {
                             self.outcome.releases += 1;
@@ -302,7 +374,11 @@ impl Sim {
             uuid::Uuid::from_u64_pair(self.incarnations.next(), self.incarnations.next());
         let inst = &mut self.instances[i];
         let window = Arc::new(Window::new());
-        let client = LeaseClient::new(self.store.clone(), "sim", self.bits, self.terms).unwrap();
+        let mut client =
+            LeaseClient::new(self.store.clone(), "sim", self.bits, self.terms).unwrap();
+        if self.recorder.loses_data {
+            client = client.with_restart_guard();
+        }
         let owner = Owner {
             key: inst.key.clone(),
             incarnation,
@@ -378,7 +454,10 @@ impl Sim {
             }
             75..=78 => {
                 if let Some(live) = self.instances[i].live.take() {
-                    let holder = live.keeper.lease().map(|l| Holder::of_lease(&l));
+                    let holder = live
+                        .keeper
+                        .lease()
+                        .map(|l| self.tagged(Holder::of_lease(&l)));
                     let last = live.generator.close();
                     let r = live.keeper.release(last);
                     self.log.push(format!(
@@ -404,13 +483,72 @@ impl Sim {
                 inst.frozen = !inst.frozen;
                 self.log.push(format!("{i} clock frozen={}", inst.frozen));
             }
+            94..=96 if self.recorder.loses_data => self.lose_data(),
             _ => {
-                let jump = self.rng.signed(4 * self.terms.ttl_ms);
+                let mut jump = self.rng.signed(4 * self.terms.ttl_ms);
+                if self.recorder.loses_data {
+                    jump = jump.abs();
+                }
                 self.store_clock.set(self.store_clock.now_ms() + jump);
                 self.log.push(format!("store clock jumped {jump} ms"));
             }
         }
+        if self.recorder.loses_data && self.rng.chance(5) {
+            self.saved = self.memory.save();
+        }
         self.drain(released_by)
+    }
+
+    /// The store forgets acknowledged writes: a wipe while it runs (`FLUSHALL`), a restart
+    /// without its data, or a restart from the copy saved some steps ago.
+    fn lose_data(&mut self) {
+        let now = self.store_clock.now_ms();
+        self.outcome.losses += 1;
+        // A restart from an older snapshot (`roll_back`) is not drawn yet: a holder whose lease
+        // expired by the store's clock but not by its own estimate of it (a store clock that
+        // jumped forward) renews the copy brought back in one round trip, and that
+        // compare-and-set cannot see the restart (docs/stores.md, "What remains").
+        match self.rng.below(3) {
+            0 => {
+                self.memory.wipe();
+                self.log.push("store wiped while running (FLUSHALL)".into());
+            }
+            1 => {
+                self.memory.wipe();
+                *self.recorder.restarted_at.lock().unwrap() = Some(now);
+                self.log.push(format!("store restarted empty at {now}"));
+            }
+            2 => {
+                let namespaces = self.memory.save().namespaces_only();
+                self.memory.roll_back(&namespaces);
+                *self.recorder.restarted_at.lock().unwrap() = Some(now);
+                self.log.push(format!(
+                    "store restarted at {now} without its slot records (the namespace kept)"
+                ));
+            }
+            _ => {
+                self.memory.roll_back(&self.saved);
+                *self.recorder.restarted_at.lock().unwrap() = Some(now);
+                self.log
+                    .push(format!("store restarted from an older snapshot at {now}"));
+            }
+        }
+        // A later restore goes back at most to here: a restore to a copy older than an
+        // earlier loss (a wipe, then a backup from before it) can bring back a lease that a
+        // holder still remembers as its last write, whose one-round-trip renewal cannot tell
+        // (docs/stores.md, "What remains").
+        self.saved = self.memory.save();
+        // What the store holds now is what the next writes start from (a renewal of a record
+        // the snapshot brought back continues its tenure).
+        self.records = self
+            .memory
+            .snapshot("sim")
+            .unwrap()
+            .slots
+            .slots
+            .into_iter()
+            .map(|r| (r.value.slot, r.value))
+            .collect();
     }
 
     fn issue(&mut self, i: usize, step: usize) -> Result<(), (Invariant, String)> {
@@ -429,11 +567,11 @@ impl Sim {
                 Ok(TryNext::Ready(id)) => {
                     let p = self.layout.decompose(id).unwrap();
                     let holder = match &lease {
-                        Some(l) => Holder {
+                        Some(l) => self.tagged(Holder {
                             slot: l.slot,
                             incarnation,
                             fence: l.fence,
-                        },
+                        }),
                         None => Holder {
                             slot: p.slot,
                             incarnation,
@@ -512,6 +650,7 @@ pub fn run_seeds(seeds: u64, steps: usize) -> Result<Outcome, Failure> {
         total.renewals += o.renewals;
         total.releases += o.releases;
         total.one_trip += o.one_trip;
+        total.losses += o.losses;
     }
     Ok(total)
 }

@@ -8,8 +8,7 @@
 //! stop and their data directories are removed; they also die with this process if it is killed.
 //! A kind whose `COSID_TEST_<KIND>_URL` is already set is not started: that URL is printed as it
 //! is, so a run against servers of the user's own works the same way. The URLs of the servers
-//! it starts say `restart-guard=off` (etcd's excepted): they are new, so no runtime waits out
-//! the guard there.
+//! it starts say `restart-guard=off`: they are new, so no runtime waits out the guard there.
 //!
 //! `scripts/with-test-servers` wraps a command in it.
 
@@ -58,11 +57,8 @@ fn main() -> ExitCode {
                 };
                 // A server started here is new: no runtime held a slot on it before, so the
                 // restart guard has nothing to keep runtimes above, and the tests need not wait
-                // the ttl out after its start. etcd has no guard (its URL takes no such option).
-                let url = match kind {
-                    Kind::Etcd => server.url(),
-                    _ => format!("{}?restart-guard=off", server.url()),
-                };
+                // the ttl out after its start or after creating a namespace.
+                let url = format!("{}?restart-guard=off", server.url());
                 lines.push(format!("{var}={url}"));
                 servers.push(server);
             }
