@@ -9,19 +9,22 @@
 //!
 //! Keys of namespace `ns`: `cosid/ns/<ns>` (the namespace record) and `cosid/slot/<ns>/<slot>`
 //! (one per slot), each holding the JSON form of `store::codec`, and `cosid/lineage` (a random
-//! id written once into a store that has none). The version of a record is the key's
-//! `mod_revision`, which etcd never repeats while its data lives.
+//! id written into a store that has none, by the first write or snapshot). The version of a
+//! record is the key's `mod_revision` together with the lineage it was read or written under
+//! (see "A store that lost its data" below).
 //!
 //! - A snapshot is one linearizable transaction of range reads: the namespace key, the lineage
 //!   and the namespace's slot keys (one round trip, one revision). After the first, only the
 //!   slots changed since the last snapshot's revision are transferred and merged into it (see
-//!   [`EtcdStore::read_snapshot`] for when that is sound); `read_slot` is one linearizable range
-//!   read.
-//! - Each compare-and-set is one transaction: `mod_revision(key) == expected` (or
-//!   `create_revision(key) == 0` when no record is expected) then `Put`; the new version is the
-//!   revision of that transaction. A compare-and-set over several slots (`cas_first_slot`) is
-//!   one transaction too: each write's in the failure branch of the one before, so the first
-//!   whose compare holds is the one put, in one round trip and one raft entry.
+//!   [`EtcdStore::read_snapshot`] for when that is sound); `read_slot` is one linearizable
+//!   transaction reading the slot's key and the lineage.
+//! - Each compare-and-set is one transaction: `mod_revision(key) == expected` and the lineage
+//!   still the one the expected version names (or `create_revision(key) == 0` when no record is
+//!   expected, the lineage then read, or created if there is none, in the success branch), then
+//!   `Put`; the new version is the revision of that transaction under that lineage. A
+//!   compare-and-set over several slots (`cas_first_slot`) is one transaction too: each write's
+//!   in the failure branch of the one before, so the first whose compare holds is the one put,
+//!   in one round trip and one raft entry.
 //!
 //! **Clock.** etcd has no clock a client can read, so the store clock is this host's clock, read
 //! when the answer arrives. Windows stay disjoint by construction (floors and ceilings only
@@ -30,11 +33,30 @@
 //! takes over their slots early (their windows are still respected: its floor is at least their
 //! ceiling), one whose clock runs behind keeps slots busy longer.
 //!
-//! **A store that lost its data** restarts its revisions from 1, so a compare-and-set that was
-//! in flight across the loss could, in principle, match a new key's revision; `docs/stores.md`
-//! says why etcd data must not be lost (as with every store, a lost store is detected at the
-//! next renewal and the keeper's `floor_at_least` keeps this runtime's windows disjoint).
-
+//! **A store that lost its data** (its data directory deleted, or a member started afresh)
+//! restarts its revisions from 1, so a `mod_revision` alone would repeat: a holder's read-free
+//! renewal (`LeaseClient::renew_at`, a compare-and-set against the version its last write
+//! returned) could match the record a newcomer wrote after the loss at the same revision, and
+//! write over the newcomer's lease unseen. So a version is `generation << 48 | mod_revision`,
+//! where the generation names the value of `cosid/lineage` ("no lineage key" being a value too)
+//! read in the same transaction as the record, or compared, created or read in the write that
+//! returned it; and every compare-and-set checks that lineage in its own transaction (`value ==`
+//! it, or `create_revision == 0` for "none"). Every write that succeeds leaves a lineage in the
+//! store (it creates one when there is none), so a record written after a loss is always under
+//! another lineage than any version handed out before it: those versions match nothing, and
+//! the holder's fallback read reports the lease lost. A version whose generation this process
+//! never gave matches nothing, and is not sent.
+//!
+//! Generations number, in the order first seen, the lineages this process has seen, in one
+//! table for the whole process (not per store object): a version then means the same to every
+//! `EtcdStore` of the process, so one carried from one store object to another can be stale,
+//! never misread. 48 bits of revision outlast any cluster (2^48 writes is nearly 900 years at
+//! 10,000 writes a second, where 2^40 would last under four years; a revision beyond it is a
+//! `Store` error, never wrapped), and 16 bits
+//! of generation allow 65,535 lineages per process (one per cluster opened and per loss seen;
+//! beyond, a `Store` error). A restore from a snapshot (`etcdctl snapshot restore`) brings back
+//! the lineage with the data and takes revisions back only to the snapshot's: that is a
+//! lost-write event, not covered here (`docs/stores.md`).
 mod gateway;
 
 use super::blocking::{Failure, IoRuntime, DEFAULT_TIMEOUT};
@@ -79,9 +101,9 @@ struct Flight {
     last: Option<std::result::Result<NamespaceSnapshot, (ErrorKind, String, bool)>>,
 }
 
-/// The key holding the store's lineage: a random id written once into a store that has none,
-/// so a store that lost its data (and restarted its revisions) is told from the one read
-/// before.
+/// The key holding the store's lineage: a random id written into a store that has none (by the
+/// first write or snapshot), so a store that lost its data (and restarted its revisions) is told
+/// from the one read before, by snapshots and by every compare-and-set.
 const LINEAGE_KEY: &str = "cosid/lineage";
 
 /// A namespace's slots as of one read.
