@@ -52,11 +52,12 @@
 //! `EtcdStore` of the process, so one carried from one store object to another can be stale,
 //! never misread. 48 bits of revision outlast any cluster (2^48 writes is nearly 900 years at
 //! 10,000 writes a second, where 2^40 would last under four years; a revision beyond it is a
-//! `Store` error, never wrapped), and 16 bits
-//! of generation allow 65,535 lineages per process (one per cluster opened and per loss seen;
-//! beyond, a `Store` error). A restore from a snapshot (`etcdctl snapshot restore`) brings back
-//! the lineage with the data and takes revisions back only to the snapshot's: that is a
-//! lost-write event, not covered here (`docs/stores.md`).
+//! `Store` error, never wrapped), and 16 bits of generation allow 65,535 lineages per process
+//! (one per cluster opened and per loss seen; beyond, a `Store` error). A restore from a
+//! snapshot (`etcdctl snapshot restore`) brings back the lineage with the data and takes
+//! revisions back only to the snapshot's: that is a lost-write event, not covered here
+//! (`docs/stores.md`).
+
 mod gateway;
 
 use super::blocking::{Failure, IoRuntime, DEFAULT_TIMEOUT};
