@@ -9,19 +9,22 @@
 //!
 //! Keys of namespace `ns`: `cosid/ns/<ns>` (the namespace record) and `cosid/slot/<ns>/<slot>`
 //! (one per slot), each holding the JSON form of `store::codec`, and `cosid/lineage` (a random
-//! id written once into a store that has none). The version of a record is the key's
-//! `mod_revision`, which etcd never repeats while its data lives.
+//! id written into a store that has none, by the first write or snapshot). The version of a
+//! record is the key's `mod_revision` together with the lineage it was read or written under
+//! (see "A store that lost its data" below).
 //!
 //! - A snapshot is one linearizable transaction of range reads: the namespace key, the lineage
 //!   and the namespace's slot keys (one round trip, one revision). After the first, only the
 //!   slots changed since the last snapshot's revision are transferred and merged into it (see
-//!   [`EtcdStore::read_snapshot`] for when that is sound); `read_slot` is one linearizable range
-//!   read.
-//! - Each compare-and-set is one transaction: `mod_revision(key) == expected` (or
-//!   `create_revision(key) == 0` when no record is expected) then `Put`; the new version is the
-//!   revision of that transaction. A compare-and-set over several slots (`cas_first_slot`) is
-//!   one transaction too: each write's in the failure branch of the one before, so the first
-//!   whose compare holds is the one put, in one round trip and one raft entry.
+//!   [`EtcdStore::read_snapshot`] for when that is sound); `read_slot` is one linearizable
+//!   transaction reading the slot's key and the lineage.
+//! - Each compare-and-set is one transaction: `mod_revision(key) == expected` and the lineage
+//!   still the one the expected version names (or `create_revision(key) == 0` when no record is
+//!   expected, the lineage then read, or created if there is none, in the success branch), then
+//!   `Put`; the new version is the revision of that transaction under that lineage. A
+//!   compare-and-set over several slots (`cas_first_slot`) is one transaction too: each write's
+//!   in the failure branch of the one before, so the first whose compare holds is the one put,
+//!   in one round trip and one raft entry.
 //!
 //! **Clock.** etcd has no clock a client can read, so the store clock is this host's clock, read
 //! when the answer arrives. Windows stay disjoint by construction (floors and ceilings only
@@ -30,10 +33,30 @@
 //! takes over their slots early (their windows are still respected: its floor is at least their
 //! ceiling), one whose clock runs behind keeps slots busy longer.
 //!
-//! **A store that lost its data** restarts its revisions from 1, so a compare-and-set that was
-//! in flight across the loss could, in principle, match a new key's revision; `docs/stores.md`
-//! says why etcd data must not be lost (as with every store, a lost store is detected at the
-//! next renewal and the keeper's `floor_at_least` keeps this runtime's windows disjoint).
+//! **A store that lost its data** (its data directory deleted, or a member started afresh)
+//! restarts its revisions from 1, so a `mod_revision` alone would repeat: a holder's read-free
+//! renewal (`LeaseClient::renew_at`, a compare-and-set against the version its last write
+//! returned) could match the record a newcomer wrote after the loss at the same revision, and
+//! write over the newcomer's lease unseen. So a version is `generation << 48 | mod_revision`,
+//! where the generation names the value of `cosid/lineage` ("no lineage key" being a value too)
+//! read in the same transaction as the record, or compared, created or read in the write that
+//! returned it; and every compare-and-set checks that lineage in its own transaction (`value ==`
+//! it, or `create_revision == 0` for "none"). Every write that succeeds leaves a lineage in the
+//! store (it creates one when there is none), so a record written after a loss is always under
+//! another lineage than any version handed out before it: those versions match nothing, and
+//! the holder's fallback read reports the lease lost. A version whose generation this process
+//! never gave matches nothing, and is not sent.
+//!
+//! Generations number, in the order first seen, the lineages this process has seen, in one
+//! table for the whole process (not per store object): a version then means the same to every
+//! `EtcdStore` of the process, so one carried from one store object to another can be stale,
+//! never misread. 48 bits of revision outlast any cluster (2^48 writes is nearly 900 years at
+//! 10,000 writes a second, where 2^40 would last under four years; a revision beyond it is a
+//! `Store` error, never wrapped), and 16 bits of generation allow 65,535 lineages per process
+//! (one per cluster opened and per loss seen; beyond, a `Store` error). A restore from a
+//! snapshot (`etcdctl snapshot restore`) brings back the lineage with the data and takes
+//! revisions back only to the snapshot's: that is a lost-write event, not covered here
+//! (`docs/stores.md`).
 
 mod gateway;
 
@@ -82,9 +105,9 @@ struct Flight {
     last: Option<std::result::Result<NamespaceSnapshot, (ErrorKind, String, bool)>>,
 }
 
-/// The key holding the store's lineage: a random id written once into a store that has none,
-/// so a store that lost its data (and restarted its revisions) is told from the one read
-/// before.
+/// The key holding the store's lineage: a random id written into a store that has none (by the
+/// first write or snapshot), so a store that lost its data (and restarted its revisions) is told
+/// from the one read before, by snapshots and by every compare-and-set.
 const LINEAGE_KEY: &str = "cosid/lineage";
 
 /// A namespace's slots as of one read.
@@ -112,26 +135,137 @@ fn slot_prefix(namespace: &str) -> String {
     format!("cosid/slot/{namespace}/")
 }
 
-/// A transaction that puts `value` at `key` if the key's version is still `expected` (`None`: the
-/// key does not exist). A version beyond etcd's revisions (`i64`) matches no key.
-fn put_if(key: &str, expected: Option<u64>, value: &str) -> Value {
+/// Bits of a version that carry the key's `mod_revision`; the bits above carry the generation
+/// of the lineage it was read or written under (see the module doc, "A store that lost its
+/// data").
+const REVISION_BITS: u32 = 48;
+const REVISION_MASK: u64 = (1 << REVISION_BITS) - 1;
+/// The largest generation a version can carry.
+const MAX_GENERATION: u64 = u64::MAX >> REVISION_BITS;
+
+/// The lineages this process has seen, in the order first seen: generation `g` is
+/// `LINEAGES[g - 1]` (`None`: no lineage key). One table for the whole process, so that a
+/// version means the same to every [`EtcdStore`] of it: a version carried from one store
+/// object to another can be stale, never misread. Entries are never removed (a process sees
+/// a new lineage only when a store it talks to lost its data, or when it opens another
+/// cluster), so a generation names one lineage for the life of the process.
+static LINEAGES: Mutex<Vec<Option<Vec<u8>>>> = Mutex::new(Vec::new());
+
+/// The generation of `lineage` (the value of [`LINEAGE_KEY`], `None` when the key is absent),
+/// numbered on first sight; `None` when the process has seen [`MAX_GENERATION`] lineages
+/// already.
+fn generation(lineage: Option<&[u8]>) -> Option<u64> {
+    let mut seen = LINEAGES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(i) = seen.iter().position(|l| l.as_deref() == lineage) {
+        return Some(i as u64 + 1);
+    }
+    let next = seen.len() as u64 + 1;
+    if next > MAX_GENERATION {
+        return None;
+    }
+    seen.push(lineage.map(<[u8]>::to_vec));
+    Some(next)
+}
+
+/// The lineage of `generation`: `None` when the process gave no lineage that generation,
+/// `Some(None)` for "no lineage key".
+fn lineage_of(generation: u64) -> Option<Option<Vec<u8>>> {
+    let seen = LINEAGES.lock().unwrap_or_else(|p| p.into_inner());
+    let i = usize::try_from(generation.checked_sub(1)?).ok()?;
+    seen.get(i).cloned()
+}
+
+/// The version of a record at `mod_revision` under lineage `generation`; `None` when the
+/// revision does not fit in [`REVISION_BITS`] (or is no revision etcd gives a key).
+fn pack(generation: u64, mod_revision: i64) -> Option<u64> {
+    let revision = u64::try_from(mod_revision).ok().filter(|r| *r >= 1)?;
+    (revision <= REVISION_MASK && (1..=MAX_GENERATION).contains(&generation))
+        .then_some(generation << REVISION_BITS | revision)
+}
+
+/// The generation and the `mod_revision` a version carries.
+fn unpack(version: u64) -> (u64, i64) {
+    (version >> REVISION_BITS, (version & REVISION_MASK) as i64)
+}
+
+/// What a compare-and-set compares, besides writing its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Guard {
+    /// No record expected: `create_revision(key) == 0`. The lineage is read in the same
+    /// transaction (and created when there is none), to know whose generation the new version
+    /// is.
+    Create,
+    /// `mod_revision(key) == revision` and the store's lineage is still `lineage` (`None`: no
+    /// lineage key, which the write then creates).
+    Version {
+        revision: i64,
+        lineage: Option<Vec<u8>>,
+    },
+}
+
+impl Guard {
+    /// The guard of a write expecting `expected`; `None` for a version that names a
+    /// generation this process never gave a lineage (or no revision): no version this process
+    /// handed out, so it matches no record, and nothing is sent.
+    fn of(expected: Option<u64>) -> Option<Guard> {
+        let Some(v) = expected else {
+            return Some(Guard::Create);
+        };
+        let (generation, revision) = unpack(v);
+        let lineage = lineage_of(generation)?;
+        (revision >= 1).then_some(Guard::Version { revision, lineage })
+    }
+}
+
+/// A transaction that puts `value` at `key` if `guard` holds. Every write that succeeds leaves a lineage in the store: `fresh` is
+/// put as [`LINEAGE_KEY`] when the store has none, in the same transaction, so that records
+/// written after a store lost its data are always under another lineage than those before.
+fn put_if(key: &str, guard: &Guard, value: &str, fresh: &str) -> Value {
+    let lineage_key = b64(LINEAGE_KEY.as_bytes());
+    let lineage_absent = json!({
+        "key": lineage_key, "result": "EQUAL", "target": "CREATE", "create_revision": "0",
+    });
+    let create_lineage = json!({
+        "request_put": { "key": lineage_key, "value": b64(fresh.as_bytes()) },
+    });
     let key = b64(key.as_bytes());
-    let compare = match expected {
-        None => json!({
-            "key": key, "result": "EQUAL", "target": "CREATE", "create_revision": "0",
-        }),
-        Some(v) => {
-            // Revisions start at 1: -1 is no key's.
-            let v = i64::try_from(v).unwrap_or(-1);
-            json!({
-                "key": key, "result": "EQUAL", "target": "MOD", "mod_revision": v.to_string(),
-            })
+    let put = json!({ "request_put": { "key": key, "value": b64(value.as_bytes()) } });
+    let (compare, success) = match guard {
+        Guard::Create => (
+            vec![json!({
+                "key": key, "result": "EQUAL", "target": "CREATE", "create_revision": "0",
+            })],
+            // The lineage as of this write: the one created here, or the one read.
+            vec![
+                json!({ "request_txn": {
+                    "compare": [lineage_absent],
+                    "success": [create_lineage],
+                    "failure": [{ "request_range": { "key": lineage_key } }],
+                } }),
+                put,
+            ],
+        ),
+        Guard::Version { revision, lineage } => {
+            let record = json!({
+                "key": key, "result": "EQUAL", "target": "MOD",
+                "mod_revision": revision.to_string(),
+            });
+            match lineage {
+                Some(lineage) => (
+                    vec![
+                        record,
+                        json!({
+                            "key": lineage_key, "result": "EQUAL", "target": "VALUE",
+                            "value": b64(lineage),
+                        }),
+                    ],
+                    vec![put],
+                ),
+                None => (vec![record, lineage_absent], vec![create_lineage, put]),
+            }
         }
     };
-    json!({
-        "compare": [compare],
-        "success": [{ "request_put": { "key": key, "value": b64(value.as_bytes()) } }],
-    })
+    json!({ "compare": compare, "success": success })
 }
 
 fn slot_key(namespace: &str, slot: u32) -> String {
@@ -368,7 +502,13 @@ impl EtcdStore {
         self.io.error(what, &format!("a malformed answer: {e}"))
     }
 
-    fn versioned_slot(&self, kv: &Kv) -> Result<Versioned<SlotRecord>> {
+    /// The slot record of `kv`, read under lineage `generation`.
+    fn versioned_slot(
+        &self,
+        what: &str,
+        kv: &Kv,
+        generation: u64,
+    ) -> Result<Versioned<SlotRecord>> {
         let place = self.place(&kv.key);
         let value = codec::decode_slot(&kv.value, &place)?;
         if !kv.key.ends_with(format!("/{}", value.slot).as_bytes()) {
@@ -379,8 +519,49 @@ impl EtcdStore {
         }
         Ok(Versioned {
             value,
-            version: kv.mod_revision as u64,
+            version: self.version(what, &kv.key, generation, kv.mod_revision)?,
         })
+    }
+
+    /// The version of `key` at `mod_revision`, read or written under lineage `generation`.
+    fn version(&self, what: &str, key: &[u8], generation: u64, mod_revision: i64) -> Result<u64> {
+        pack(generation, mod_revision).ok_or_else(|| {
+            let key = String::from_utf8_lossy(key);
+            let why = if mod_revision < 1 {
+                format!("a malformed answer: key '{key}' has revision {mod_revision}")
+            } else {
+                format!(
+                    "key '{key}' is at revision {mod_revision}, beyond the 2^{REVISION_BITS} \
+                     revisions cosid's versions carry beside the store's lineage; give cosid an \
+                     etcd cluster of its own, whose revisions count only cosid's writes"
+                )
+            };
+            self.io.error(what, &why)
+        })
+    }
+
+    /// The generation of `lineage` (`None`: the store has no lineage key).
+    fn generation(&self, what: &str, lineage: Option<&[u8]>) -> Result<u64> {
+        generation(lineage).ok_or_else(|| {
+            self.io.error(
+                what,
+                &format!(
+                    "this process has seen {MAX_GENERATION} lineages of etcd stores (one per \
+                     cluster opened and per store that lost its data), all its versions can \
+                     name; restart the process"
+                ),
+            )
+        })
+    }
+
+    /// The value of [`LINEAGE_KEY`] in a read of it (`None`: no such key).
+    fn lineage_in(&self, what: &str, read: &RangeAnswer) -> Result<Option<Vec<u8>>> {
+        Ok(read
+            .kvs()
+            .map_err(|e| self.malformed(what, e))?
+            .into_iter()
+            .next()
+            .map(|kv| kv.value))
     }
 
     fn cas(
@@ -390,23 +571,72 @@ impl EtcdStore {
         expected: Option<u64>,
         value: String,
     ) -> Result<Option<u64>> {
-        let txn = put_if(&key, expected, &value);
+        let Some(guard) = Guard::of(expected) else {
+            return Ok(None);
+        };
+        let fresh = uuid::Uuid::new_v4().to_string();
+        let txn = put_if(&key, &guard, &value, &fresh);
         let body = self.call(what, "/v3/kv/txn", txn)?;
         let resp: TxnAnswer = gateway::parse(&body).map_err(|e| self.malformed(what, e))?;
         if !resp.succeeded {
             return Ok(None);
         }
-        self.revision(what, &resp).map(Some)
+        self.written(what, key.as_bytes(), &resp, &resp, &guard, &fresh)
+            .map(Some)
     }
 
-    /// The revision a transaction that wrote was committed at: the new version of what it
+    /// The version of what a write guarded by `guard` put at `key`: the revision of the
+    /// transaction (`top`), under the lineage the write's own branch (`branch`, which
+    /// succeeded) compared, created (`fresh`) or read.
+    fn written(
+        &self,
+        what: &str,
+        key: &[u8],
+        top: &TxnAnswer,
+        branch: &TxnAnswer,
+        guard: &Guard,
+        fresh: &str,
+    ) -> Result<u64> {
+        let revision = self.revision(what, top)?;
+        let lineage = match guard {
+            Guard::Version {
+                lineage: Some(lineage),
+                ..
+            } => lineage.clone(),
+            Guard::Version { lineage: None, .. } => fresh.as_bytes().to_vec(),
+            Guard::Create => {
+                let sub = branch
+                    .responses
+                    .first()
+                    .and_then(|op| op.response_txn.as_deref())
+                    .ok_or_else(|| self.io.error(what, &"a malformed answer: no lineage"))?;
+                if sub.succeeded {
+                    fresh.as_bytes().to_vec()
+                } else {
+                    let read = sub
+                        .responses
+                        .first()
+                        .and_then(|op| op.response_range.as_ref())
+                        .ok_or_else(|| self.io.error(what, &"a malformed answer: no lineage"))?;
+                    // The lineage key existed (the compare that creates it failed).
+                    self.lineage_in(what, read)?.ok_or_else(|| {
+                        self.io
+                            .error(what, &"a malformed answer: the lineage vanished")
+                    })?
+                }
+            }
+        };
+        let generation = self.generation(what, Some(&lineage))?;
+        self.version(what, key, generation, revision)
+    }
+
+    /// The revision a transaction that wrote was committed at: the `mod_revision` of what it
     /// wrote.
-    fn revision(&self, what: &str, resp: &TxnAnswer) -> Result<u64> {
+    fn revision(&self, what: &str, resp: &TxnAnswer) -> Result<i64> {
         resp.header
             .as_ref()
             .map(|h| h.revision.0)
             .filter(|r| *r > 0)
-            .map(|r| r as u64)
             .ok_or_else(|| self.io.error(what, &"the answer has no revision"))
     }
 
@@ -448,19 +678,16 @@ impl EtcdStore {
             return Err(self.io.error(what, &"the answer lacks the three reads"));
         };
         let ns = ns.kvs().map_err(|e| self.malformed(what, e))?;
-        let lineage = lineage
-            .kvs()
-            .map_err(|e| self.malformed(what, e))?
-            .into_iter()
-            .next()
-            .map(|kv| kv.value);
+        let lineage = self.lineage_in(what, lineage)?;
+        // Every version of this read names its lineage: see the module doc.
+        let generation = self.generation(what, lineage.as_deref())?;
         let count = slots.count();
         let slots = slots.kvs().map_err(|e| self.malformed(what, e))?;
         let namespace_rec = match ns.first() {
             None => None,
             Some(kv) => Some(Versioned {
                 value: codec::decode_namespace(&kv.value, &self.place(&kv.key))?,
-                version: kv.mod_revision as u64,
+                version: self.version(what, &kv.key, generation, kv.mod_revision)?,
             }),
         };
         let mut records = match base {
@@ -476,7 +703,7 @@ impl EtcdStore {
             }
         };
         for kv in &slots {
-            records.insert(kv.key.clone(), self.versioned_slot(kv)?);
+            records.insert(kv.key.clone(), self.versioned_slot(what, kv, generation)?);
         }
         // Every slot key changed since the earlier read is in `slots`, so only a key deleted
         // since can make the counts differ.
@@ -500,14 +727,21 @@ impl EtcdStore {
             }
             Some(_) => {}
             // A store new (or emptied): give it a lineage, so that the next reads need only
-            // the changes. A store that refuses the write (a read-only user) is read in full.
+            // the changes (every write gives it one too). A store that refuses the write (a
+            // read-only user) is read in full.
             None => {
-                let _ = self.cas(
-                    "marking the store's lineage",
-                    LINEAGE_KEY.to_string(),
-                    None,
-                    uuid::Uuid::new_v4().to_string(),
-                );
+                let lineage_key = b64(LINEAGE_KEY.as_bytes());
+                let mark = json!({
+                    "compare": [{
+                        "key": lineage_key, "result": "EQUAL", "target": "CREATE",
+                        "create_revision": "0",
+                    }],
+                    "success": [{ "request_put": {
+                        "key": lineage_key,
+                        "value": b64(uuid::Uuid::new_v4().to_string().as_bytes()),
+                    } }],
+                });
+                let _ = self.call("marking the store's lineage", "/v3/kv/txn", mark);
             }
         }
         Ok(Some(NamespaceSnapshot {
@@ -612,16 +846,36 @@ impl SlotStore for EtcdStore {
         )
     }
 
+    /// One linearizable read of the slot's key and the store's lineage, in one transaction, so
+    /// that the version names the lineage of this very read.
     fn read_slot(&self, namespace: &str, slot: u32) -> Result<SlotRead> {
         let what = "reading a slot";
         let key = slot_key(namespace, slot);
-        let body = self.call(what, "/v3/kv/range", json!({ "key": b64(key.as_bytes()) }))?;
+        let txn = json!({
+            "success": [
+                { "request_range": { "key": b64(key.as_bytes()) } },
+                { "request_range": { "key": b64(LINEAGE_KEY.as_bytes()) } },
+            ],
+        });
+        let body = self.call(what, "/v3/kv/txn", txn)?;
         let now = system_now_ms();
-        let resp: RangeAnswer = gateway::parse(&body).map_err(|e| self.malformed(what, e))?;
-        let found = resp.kvs().map_err(|e| self.malformed(what, e))?;
+        let resp: TxnAnswer = gateway::parse(&body).map_err(|e| self.malformed(what, e))?;
+        let ranges: Vec<&RangeAnswer> = resp
+            .responses
+            .iter()
+            .filter_map(|op| op.response_range.as_ref())
+            .collect();
+        let [found, lineage] = ranges[..] else {
+            return Err(self.io.error(what, &"the answer lacks the two reads"));
+        };
+        let found = found.kvs().map_err(|e| self.malformed(what, e))?;
         match found.first() {
             None => Ok((now, None)),
-            Some(kv) => Ok((now, Some(self.versioned_slot(kv)?))),
+            Some(kv) => {
+                let lineage = self.lineage_in(what, lineage)?;
+                let generation = self.generation(what, lineage.as_deref())?;
+                Ok((now, Some(self.versioned_slot(what, kv, generation)?)))
+            }
         }
     }
 
@@ -643,10 +897,20 @@ impl SlotStore for EtcdStore {
         writes: &[SlotWrite<'_>],
     ) -> Result<Option<(usize, u64)>> {
         let what = "writing a slot record";
+        let fresh = uuid::Uuid::new_v4().to_string();
+        // A write whose version this process never handed out matches nothing: left out of the
+        // transaction, as a compare that fails would be.
+        let sent: Vec<(usize, String, Guard)> = writes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, w)| {
+                let key = slot_key(namespace, w.record.slot);
+                Guard::of(w.expected).map(|guard| (i, key, guard))
+            })
+            .collect();
         let mut nested: Option<Value> = None;
-        for w in writes.iter().rev() {
-            let key = slot_key(namespace, w.record.slot);
-            let mut txn = put_if(&key, w.expected, &codec::encode_slot(w.record));
+        for (i, key, guard) in sent.iter().rev() {
+            let mut txn = put_if(key, guard, &codec::encode_slot(writes[*i].record), &fresh);
             if let Some(next) = nested.take() {
                 txn["failure"] = json!([{ "request_txn": next }]);
             }
@@ -659,9 +923,10 @@ impl SlotStore for EtcdStore {
         let resp: TxnAnswer = gateway::parse(&body).map_err(|e| self.malformed(what, e))?;
         // The write made is the one whose transaction succeeded, as deep as it is nested.
         let mut answer = &resp;
-        for i in 0..writes.len() {
+        for (n, (i, key, guard)) in sent.iter().enumerate() {
             if answer.succeeded {
-                return Ok(Some((i, self.revision(what, &resp)?)));
+                let version = self.written(what, key.as_bytes(), &resp, answer, guard, &fresh)?;
+                return Ok(Some((*i, version)));
             }
             match answer
                 .responses
@@ -669,15 +934,15 @@ impl SlotStore for EtcdStore {
                 .and_then(|op| op.response_txn.as_deref())
             {
                 Some(next) => answer = next,
-                None if i + 1 == writes.len() => break,
+                None if n + 1 == sent.len() => break,
                 None => {
                     return Err(self.io.error(
                         what,
                         &format!(
                             "a malformed answer: write {} of {} failed without the answer of \
                              the next",
-                            i + 1,
-                            writes.len()
+                            n + 1,
+                            sent.len()
                         ),
                     ))
                 }
@@ -789,6 +1054,182 @@ mod tests {
             .cas_slot(ns, SlotWrite::new(expected, &record))
             .unwrap()
             .is_some());
+    }
+
+    #[test]
+    fn versions_carry_the_lineage_generation_and_the_revision() {
+        for (generation, revision) in [(1, 1), (2, 12_345), (MAX_GENERATION, REVISION_MASK as i64)]
+        {
+            let v = pack(generation, revision).unwrap();
+            assert_eq!(unpack(v), (generation, revision));
+        }
+        // No revision etcd gives a key, one beyond the bits, no generation this gives.
+        for (generation, revision) in [
+            (1, 0),
+            (1, -1),
+            (1, 1 << REVISION_BITS),
+            (1, i64::MAX),
+            (0, 5),
+            (MAX_GENERATION + 1, 5),
+        ] {
+            assert_eq!(pack(generation, revision), None, "{generation} {revision}");
+        }
+        let lineage = uuid::Uuid::new_v4().to_string().into_bytes();
+        let g = generation(Some(&lineage)).unwrap();
+        assert_eq!(
+            generation(Some(&lineage)),
+            Some(g),
+            "one generation per lineage"
+        );
+        assert_eq!(lineage_of(g), Some(Some(lineage.clone())));
+        let absent = generation(None).unwrap();
+        assert_ne!(absent, g);
+        assert_eq!(lineage_of(absent), Some(None));
+        assert_eq!(lineage_of(0), None);
+        assert_eq!(lineage_of(MAX_GENERATION), None);
+        // A version of a generation never given, or of revision 0, is sent as nothing.
+        assert_eq!(Guard::of(Some(pack(MAX_GENERATION, 7).unwrap())), None);
+        assert_eq!(Guard::of(Some(g << REVISION_BITS)), None);
+        assert_eq!(
+            Guard::of(Some(pack(g, 7).unwrap())),
+            Some(Guard::Version {
+                revision: 7,
+                lineage: Some(lineage)
+            })
+        );
+        assert_eq!(Guard::of(None), Some(Guard::Create));
+    }
+
+    /// The value of the lineage key, read directly.
+    fn lineage_now(store: &EtcdStore) -> Option<Vec<u8>> {
+        let body = store
+            .call(
+                "reading",
+                "/v3/kv/range",
+                json!({ "key": b64(LINEAGE_KEY.as_bytes()) }),
+            )
+            .unwrap();
+        let read: RangeAnswer = gateway::parse(&body).unwrap();
+        read.kvs().unwrap().into_iter().next().map(|kv| kv.value)
+    }
+
+    /// The first write into an empty store gives it a lineage, and the version it returns
+    /// names it. A version of the right revision under any other lineage (one this process
+    /// never saw, another store's, "no lineage") writes nothing, alone or among several writes;
+    /// the version handed out does.
+    #[test]
+    fn a_version_under_another_lineage_matches_nothing() {
+        let server = cosid_testkit::Server::etcd();
+        let url = StoreUrl::parse(&server.url()).unwrap();
+        let store = EtcdStore::open_with_timeout(&url, Duration::from_secs(20)).unwrap();
+        let ns = "lineages";
+        assert_eq!(lineage_now(&store), None);
+        let v = store
+            .cas_slot(ns, SlotWrite::new(None, &SlotRecord::vacant(0)))
+            .unwrap()
+            .unwrap();
+        let lineage = lineage_now(&store).expect("the first write gave the store a lineage");
+        let (g, revision) = unpack(v);
+        assert_eq!(lineage_of(g), Some(Some(lineage.clone())));
+        assert_eq!(store.read_slot(ns, 0).unwrap().1.unwrap().version, v);
+
+        let other = generation(Some(b"another store's lineage")).unwrap();
+        let absent = generation(None).unwrap();
+        let next = SlotRecord {
+            next_floor: 5,
+            ..SlotRecord::vacant(0)
+        };
+        for stale in [
+            pack(MAX_GENERATION, revision).unwrap(),
+            pack(other, revision).unwrap(),
+            pack(absent, revision).unwrap(),
+            revision as u64,
+        ] {
+            let got = store.cas_slot(ns, SlotWrite::new(Some(stale), &next));
+            assert_eq!(got.unwrap(), None, "{stale:#x}");
+            let got = store.cas_first_slot(ns, &[SlotWrite::new(Some(stale), &next)]);
+            assert_eq!(got.unwrap(), None, "{stale:#x}");
+        }
+        assert_eq!(store.read_slot(ns, 0).unwrap().1.unwrap().version, v);
+        let ns_record = NamespaceRecord {
+            limit: 2,
+            tolerance_ms: 1,
+            not_before_ms: 0,
+            layout: None,
+        };
+        let nv = store
+            .cas_namespace(ns, NamespaceWrite::new(None, &ns_record))
+            .unwrap()
+            .unwrap();
+        let (_, ns_revision) = unpack(nv);
+        let stale = pack(other, ns_revision).unwrap();
+        let got = store.cas_namespace(ns, NamespaceWrite::new(Some(stale), &ns_record));
+        assert_eq!(got.unwrap(), None);
+        assert_eq!(store.snapshot(ns).unwrap().namespace.unwrap().version, nv);
+
+        // Among several: the stale write is passed over, the next one (a new slot) made.
+        let stale = pack(other, revision).unwrap();
+        let (i, v1) = store
+            .cas_first_slot(
+                ns,
+                &[
+                    SlotWrite::new(Some(stale), &next),
+                    SlotWrite::new(None, &SlotRecord::vacant(1)),
+                ],
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!((i, unpack(v1).0), (1, g));
+        let v = store
+            .cas_slot(ns, SlotWrite::new(Some(v), &next))
+            .unwrap()
+            .expect("the version handed out writes");
+        assert_eq!(unpack(v).0, g);
+    }
+
+    /// A store whose lineage key is gone (a store written before lineages): a read's versions
+    /// name "no lineage"; the write with one creates a lineage in the same transaction and
+    /// returns a version under it; the versions read before no longer match.
+    #[test]
+    fn a_write_under_no_lineage_creates_one() {
+        let server = cosid_testkit::Server::etcd();
+        let url = StoreUrl::parse(&server.url()).unwrap();
+        let store = EtcdStore::open_with_timeout(&url, Duration::from_secs(20)).unwrap();
+        let ns = "no-lineage";
+        for slot in 0..2 {
+            put_slot(&store, ns, slot, 1);
+        }
+        let first = lineage_now(&store).unwrap();
+        let deleted = json!({ "key": b64(LINEAGE_KEY.as_bytes()) });
+        store
+            .call("deleting", "/v3/kv/deleterange", deleted)
+            .unwrap();
+        let read = |slot| store.read_slot(ns, slot).unwrap().1.unwrap().version;
+        let (v0, v1) = (read(0), read(1));
+        let absent = generation(None).unwrap();
+        assert_eq!((unpack(v0).0, unpack(v1).0), (absent, absent));
+        let next = SlotRecord {
+            next_floor: 9,
+            ..SlotRecord::vacant(0)
+        };
+        let v = store
+            .cas_slot(ns, SlotWrite::new(Some(v0), &next))
+            .unwrap()
+            .expect("a version read under no lineage writes while there is none");
+        let second = lineage_now(&store).expect("the write created a lineage");
+        assert_ne!(second, first);
+        assert_eq!(lineage_of(unpack(v).0), Some(Some(second)));
+        let next1 = SlotRecord {
+            next_floor: 9,
+            ..SlotRecord::vacant(1)
+        };
+        let got = store.cas_slot(ns, SlotWrite::new(Some(v1), &next1));
+        assert_eq!(
+            got.unwrap(),
+            None,
+            "read under no lineage, and the store has one now"
+        );
+        assert_eq!(read(0), v);
     }
 
     /// Snapshots after the first transfer only the slots changed since; what they give is the
