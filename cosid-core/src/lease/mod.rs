@@ -9,7 +9,10 @@ pub mod record;
 pub mod rules;
 pub mod stats;
 
-pub use client::{AcquireRequest, Acquisition, Choice, LeaseClient, Migration, Renewal};
+pub use client::{
+    AcquireRequest, Acquisition, Choice, LeaseClient, Migration, Renewal, MIGRATE_AHEAD_LIMIT_MS,
+    MIGRATE_VACANT_BOUND,
+};
 pub use events::{Event, EventListener};
 pub use keeper::{KeeperConfig, LeaseKeeper};
 pub use record::{IdLayout, NamespaceRecord, Owner, SlotLease, SlotRecord, Snapshot, Versioned};

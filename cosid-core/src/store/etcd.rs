@@ -1156,6 +1156,7 @@ mod tests {
             tolerance_ms: 1,
             not_before_ms: 0,
             layout: None,
+            ttl_ms: None,
         };
         let nv = store
             .cas_namespace(ns, NamespaceWrite::new(None, &ns_record))

@@ -80,6 +80,7 @@ macro_rules! conformance_suite {
             namespace_tolerance_mismatch_is_refused_naming_both_values,
             namespace_layout_mismatch_is_refused_naming_both_layouts,
             a_namespace_without_a_layout_takes_the_first_runtime_s,
+            namespace_ttl_mismatch_is_refused_naming_both_values,
             acquire_follows_the_table,
             acquire_ceiling_is_never_below_the_floor,
             renew_extends_the_lease_and_keeps_the_fence,
@@ -110,6 +111,8 @@ macro_rules! conformance_suite {
             raise_not_before_never_lowers,
             raise_not_before_defeats_an_acquisition_racing_it,
             raise_not_before_reports_live_holders_below_it,
+            raise_not_before_refuses_a_time_far_ahead_or_outside_the_layout_unless_forced,
+            raise_not_before_writes_no_record_for_slots_nobody_can_take,
             every_slot_once_to_64_concurrent_acquirers_then_exhausted,
             every_slot_once_to_1024_concurrent_acquirers_then_exhausted,
         );
@@ -1154,6 +1157,36 @@ pub fn namespace_tolerance_mismatch_is_refused_naming_both_values(open: Open) {
     );
 }
 
+/// The namespace records the ttl of its first runtime (the restart guard bounds the ceilings a
+/// lost store granted by it), and refuses a runtime of another ttl, naming both; a tool that
+/// issues no ids (no layout) neither records nor checks it.
+pub fn namespace_ttl_mismatch_is_refused_naming_both_values(open: Open) {
+    let store = open();
+    let ns = unique_namespace("ns-ttl");
+    let first = client(&store, &ns, 2, LONG).with_layout(&Layout::MILLIS);
+    assert_eq!(first.open_namespace().unwrap().ttl_ms, Some(LONG.ttl_ms));
+    acquire(&first, &Owner::new("a"));
+    let short = Terms {
+        ttl_ms: 10_000,
+        ..LONG
+    };
+    let other = client(&open(), &ns, 2, short).with_layout(&Layout::MILLIS);
+    for e in [
+        other.open_namespace().unwrap_err(),
+        other.acquire(&request(&Owner::new("b"))).unwrap_err(),
+    ] {
+        assert_mismatch(e, &ns, "ttl 1h", "10s");
+    }
+    let tool = client(&open(), &ns, 2, short);
+    assert_eq!(tool.open_namespace().unwrap().ttl_ms, Some(LONG.ttl_ms));
+    let snap = store.snapshot(&ns).unwrap();
+    assert_eq!(
+        snap.slots.slots.len(),
+        1,
+        "the refused runtime took no slot"
+    );
+}
+
 /// A layout like the millisecond preset with its epoch moved `by_ms`.
 fn millis_layout_with_epoch_moved(by_ms: i64) -> Layout {
     Layout::new(
@@ -1232,6 +1265,7 @@ pub fn a_namespace_without_a_layout_takes_the_first_runtime_s(open: Open) {
         rec,
         NamespaceRecord {
             layout: Some(IdLayout::of(&mine)),
+            ttl_ms: Some(LONG.ttl_ms),
             ..old
         }
     );
@@ -2077,6 +2111,68 @@ pub fn raise_not_before_reports_live_holders_below_it(open: Open) {
         c.renew(&a).unwrap(),
         cosid_core::lease::Renewal::Renewed(_)
     ));
+}
+
+/// `cosid migrate` refuses, unless forced, a not-before that would stop the namespace for more
+/// than a day (not-before never goes back) or that its layout cannot represent, naming the
+/// value and the fix; nothing is written.
+pub fn raise_not_before_refuses_a_time_far_ahead_or_outside_the_layout_unless_forced(open: Open) {
+    let store = open();
+    let ns = unique_namespace("not-before-refused");
+    let now = store.snapshot(&ns).unwrap().slots.store_now;
+    for (nb, says) in [
+        (now + 2 * 86_400_000, "more than a day ahead"),
+        (253_402_300_799_000, "more than a day ahead"),
+        (Layout::MILLIS.runs_out_at_ms(), "outside the time"),
+        (Layout::MILLIS.epoch_ms() - 1, "outside the time"),
+    ] {
+        let e = LeaseClient::raise_not_before(&store, &ns, nb, false).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.message().contains(says), "{nb}: {e}");
+        assert!(e.message().contains("--force"), "{e}");
+    }
+    assert_eq!(
+        store.snapshot(&ns).unwrap().namespace,
+        None,
+        "nothing written"
+    );
+    let forced = LeaseClient::raise_not_before(&store, &ns, now + 2 * 86_400_000, true).unwrap();
+    assert_eq!(forced.namespace.not_before_ms, now + 2 * 86_400_000);
+    // A day ahead or less needs no force.
+    let ns = unique_namespace("not-before-near");
+    LeaseClient::raise_not_before(&store, &ns, now + 3_600_000, false).unwrap();
+}
+
+/// `cosid migrate` on a namespace of 2^20 slots writes the records that exist and one for each
+/// slot a starter in flight may take without reading one, not a million: every later read
+/// would carry them.
+pub fn raise_not_before_writes_no_record_for_slots_nobody_can_take(open: Open) {
+    let store = open();
+    let ns = unique_namespace("not-before-wide");
+    let c = client(&store, &ns, 20, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    let nb = a.store_now + 1_000;
+    LeaseClient::raise_not_before(&store, &ns, nb, false).unwrap();
+    let snap = store.snapshot(&ns).unwrap();
+    let records = snap.slots.slots.len();
+    assert!(
+        records <= cosid_core::lease::MIGRATE_VACANT_BOUND as usize + 200,
+        "{records} records written for a namespace with one holder"
+    );
+    assert!(
+        records > 1,
+        "the vacant slots a starter may take got records"
+    );
+    // A starter still gets a floor at or above not-before on any slot.
+    let far = c
+        .acquire(&AcquireRequest {
+            preferred_slot: Some((1 << 20) - 1),
+            ..request(&Owner::new("far"))
+        })
+        .unwrap()
+        .lease;
+    assert_eq!(far.slot, (1 << 20) - 1);
+    assert!(far.floor >= nb, "{far:?}");
 }
 
 // ----------------------------------------------------------------------------------------------
