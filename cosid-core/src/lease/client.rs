@@ -273,9 +273,9 @@ impl LeaseClient {
         self
     }
 
-    /// Turns the restart guard on (every runtime does): a namespace this client creates on a
-    /// server that started less than ttl + tolerance ago starts no window before then
-    /// (`docs/stores.md`, "Restarted empty").
+    /// Turns the restart guard on (every runtime does): no window this client starts lies below
+    /// a ceiling a store that lost data may have forgotten (`docs/protocol.md` section 7,
+    /// [`LeaseClient::guard`]).
     pub fn with_restart_guard(mut self) -> Self {
         self.restart_guard = true;
         self
