@@ -17,12 +17,30 @@
 //!   of 5 s: a connection waits that long for the write lock before failing with a store error,
 //!   which the keeper retries.
 //!
+//! - **Lost writes reported (the restart guard).** A file deleted or replaced under running
+//!   stores (a new file, or a backup older than their last writes) forgot records that live
+//!   holders may still issue from, up to their ceilings, until their next renewal finds the
+//!   record gone or changed. [`SlotStore::started_at`] reports when that happened, so the
+//!   lease client floors a newcomer's windows at that moment + ttl + tolerance, above every
+//!   ceiling the file forgot. How the store knows: every store locks the sidecar `PATH-live`
+//!   (a shared `flock`, through a description of its own) and records in it the lineage of
+//!   the file it uses (random, written once when the file is created) and the high-water mark
+//!   of the file's version counter (which every write raises). A store that finds the file of
+//!   another lineage or with a lower counter than the sidecar says while another store holds
+//!   the sidecar records the loss there, at its store clock's now; a store that finds its own
+//!   file so records it whoever else lives. Nobody else live (a fresh machine, a file replaced
+//!   while every store was closed): nothing is reported and the first start does not wait.
+//!   The `live` module says why each step is safe against the others, and what remains.
+//!
 //! The store clock is the host clock (or the clock a test passes): every process on one host
 //! reads the same clock. The schema is created on open, idempotently, and versioned in
 //! `cosid_meta`; a file written by a newer cosid with an unknown schema is refused.
 //!
 //! Thread-safe: one connection per store behind a mutex; each primitive holds it for its one
-//! transaction.
+//! transaction. After `fork()` a child never uses its parent's store (`crate::fork`): the
+//! descriptor of the sidecar it inherits shares the parent's lock, which stays while either
+//! process keeps it open, and a store the child opens takes a lock of its own. Every SQLite
+//! and sidecar call runs inside `fork::gate`.
 
 use super::{
     CandidateAsk, CandidateView, Cas, NamespaceSnapshot, NamespaceWrite, SlotRead, SlotStore,
