@@ -642,17 +642,19 @@ fn connect(path: &Path) -> Result<Open> {
 
 /// The file's lineage and version counter, in one read transaction.
 fn read_meta(conn: &Connection, path: &Path) -> Result<(i64, i64)> {
-    conn.query_row(
+    // After every write: a cached statement.
+    conn.prepare_cached(
         "SELECT (SELECT value FROM cosid_meta WHERE key = 'lineage'), \
          (SELECT value FROM cosid_meta WHERE key = 'last_version')",
-        [],
-        |r| {
+    )
+    .and_then(|mut stmt| {
+        stmt.query_row([], |r| {
             Ok((
                 r.get::<_, Option<i64>>(0)?.unwrap_or(0),
                 r.get::<_, Option<i64>>(1)?.unwrap_or(0),
             ))
-        },
-    )
+        })
+    })
     .map_err(|e| sqlite_error(path, "reading the file's lineage and version counter", e))
 }
 
