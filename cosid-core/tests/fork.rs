@@ -308,10 +308,10 @@ fn forks_while_keepers_are_busy_never_hang() {
 }
 
 /// The SQLite store's sidecar lock across a fork (`store::sqlite`, the restart guard): a
-/// child's own store takes a lock of its own beside the one it inherited (it sees the parent's
-/// store live, and reports nothing lost while the file stays), and neither its store's close
-/// nor its exit releases the parent's: the file deleted afterwards is reported lost to a
-/// newcomer, because the parent's store still holds the sidecar.
+/// child's own store takes a lock of its own beside the one it inherited, sees the parent's
+/// store live (the file deleted in the child is reported lost there, since the parent's store
+/// still holds the sidecar), and neither its stores' close nor its exit releases the parent's
+/// lock: the file deleted again afterwards is reported lost at that later moment.
 #[test]
 fn a_childs_sqlite_store_locks_the_sidecar_for_itself_and_leaves_the_parents_lock() {
     use cosid_core::lease::{AcquireRequest, LeaseClient, Owner, Terms};
@@ -322,6 +322,11 @@ fn a_childs_sqlite_store_locks_the_sidecar_for_itself_and_leaves_the_parents_loc
     cosid_core::fork::generation();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("slots.db");
+    let remove_db = |db: &Path| {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+        }
+    };
     let t0 = 1_800_000_000_000;
     let clock = ManualClock::shared(t0);
     let parent: SharedStore = Arc::new(SqliteStore::open_with_clock(&db, clock.clone()).unwrap());
@@ -339,19 +344,24 @@ fn a_childs_sqlite_store_locks_the_sidecar_for_itself_and_leaves_the_parents_loc
         .unwrap();
     let child_db = db.clone();
     let child = fork_child(dir.path(), "sidecar", move || {
-        let own = SqliteStore::open_with_clock(&child_db, ManualClock::shared(t0))
-            .map_err(|e| e.to_string())?;
+        let open = || {
+            SqliteStore::open_with_clock(&child_db, ManualClock::shared(t0))
+                .map_err(|e| e.to_string())
+        };
+        let own = open()?;
         match own.started_at("forks") {
             Ok(None) => {}
             other => return Err(format!("the child's store reported {other:?}")),
         }
         drop(own);
-        Ok(vec![])
+        remove_db(&child_db);
+        match open()?.started_at("forks") {
+            Ok(Some(t)) if t == t0 => Ok(vec![]),
+            other => Err(format!("the parent's store is not seen: {other:?}")),
+        }
     });
     assert_eq!(child.ids(Duration::from_secs(60)), Vec::<u64>::new());
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
-    }
+    remove_db(&db);
     clock.advance(Duration::from_secs(1));
     let newcomer = SqliteStore::open_with_clock(&db, clock.clone()).unwrap();
     assert_eq!(

@@ -134,9 +134,15 @@ impl Live {
             _ => PathBuf::from("."),
         };
         let fail = |doing: &str, e: std::io::Error| {
+            let hint = if e.raw_os_error() == Some(libc::ELOOP) {
+                "it is a symbolic link, which is never followed: remove it (the store makes its \
+                 sidecar itself)"
+            } else {
+                "it must be a file readable and writable by every user of the store, as the \
+                 database file is"
+            };
             Error::store(format!(
-                "SQLite store '{}': {doing} '{}' failed: {e}; it must be readable and writable \
-                 by every user of the store, as the database file is",
+                "SQLite store '{}': {doing} '{}' failed: {e}; {hint}",
                 db.display(),
                 path.display()
             ))
@@ -146,7 +152,11 @@ impl Live {
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                 // A lock needs only a descriptor: another user's sidecar this user may read
                 // still shows the stores that hold it.
-                let f = File::open(&path).map_err(|e| fail("opening the sidecar", e))?;
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(&path)
+                    .map_err(|e| fail("opening the sidecar", e))?;
                 (f, false)
             }
             Err(e) => return Err(fail("opening the sidecar", e)),
@@ -264,7 +274,8 @@ impl Live {
 
 /// Opens `path` read-write, creating it if missing with the mode (and, where this user may
 /// set it, the group) of the database file `db`, whatever the umask: every user that may
-/// write the store may lock and write its sidecar.
+/// write the store may lock and write its sidecar. A symbolic link is never followed (a link
+/// planted there would have the store write elsewhere).
 fn create_like(path: &Path, db: &Path) -> std::io::Result<File> {
     let db_meta = std::fs::metadata(db)?;
     let mode = (db_meta.mode() & 0o666) | 0o600;
@@ -273,6 +284,7 @@ fn create_like(path: &Path, db: &Path) -> std::io::Result<File> {
         .write(true)
         .create_new(true)
         .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
     {
         Ok(f) => {
@@ -287,6 +299,7 @@ fn create_like(path: &Path, db: &Path) -> std::io::Result<File> {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => std::fs::OpenOptions::new()
             .read(true)
             .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(path),
         Err(e) => Err(e),
     }
@@ -349,6 +362,26 @@ mod tests {
         for bad in [&b""[..], b"1 2", b"1 2 x", b"1 2 3 4", b"\xff"] {
             assert_eq!(Mark::decode(bad), None, "{bad:?}");
         }
+    }
+
+    /// A symbolic link planted at the sidecar's name is refused, naming it, and its target
+    /// is left untouched.
+    #[test]
+    fn a_symbolic_link_at_the_sidecar_is_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("slots.db");
+        std::fs::write(&db, b"").unwrap();
+        let target = dir.path().join("target");
+        std::fs::write(&target, b"keep").unwrap();
+        std::os::unix::fs::symlink(&target, Live::path_of(&db)).unwrap();
+        let e = Live::open(&db, Duration::from_secs(5))
+            .err()
+            .expect("a link is refused");
+        assert!(
+            e.message().contains("slots.db-live") && e.message().contains("symbolic link"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
     }
 
     /// Two holders of one sidecar (two descriptions, as two stores have) each see the other;
