@@ -30,6 +30,9 @@
 //!   the sidecar records the loss there, at its store clock's now; a store that finds its own
 //!   file so records it whoever else lives. Nobody else live (a fresh machine, a file replaced
 //!   while every store was closed): nothing is reported and the first start does not wait.
+//!   The moment reported bounds every ceiling in use because a write that finds, once
+//!   committed, that the path names another file is reported unknown, as a lost reply: no
+//!   client uses a ceiling written into a file after it was lost.
 //!   The `live` module says why each step is safe against the others, and what remains.
 //!
 //! The store clock is the host clock (or the clock a test passes): every process on one host
@@ -356,17 +359,7 @@ impl SqliteStore {
         if !state.open.conn.is_autocommit() {
             let _ = state.open.conn.execute_batch("ROLLBACK");
         }
-        let named = match std::fs::metadata(&self.path) {
-            Ok(m) => Some((m.dev(), m.ino())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => {
-                return Err(Error::store(format!(
-                    "SQLite store '{}': cannot check that the file is still there: {e}; check \
-                     the permissions of its directory",
-                    self.path.display()
-                )))
-            }
-        };
+        let named = file_id(&self.path)?;
         if named != Some(state.open.file) {
             keep_wal_names(&state.open.conn);
             // If the new connection cannot be opened, the old one stays (it is never used while
@@ -515,6 +508,19 @@ impl SqliteStore {
                 let version = self.next_version(&tx, doing)?;
                 write(&tx, version).map_err(|e| self.fail(doing, e))?;
                 tx.commit().map_err(|e| self.fail(doing, e))?;
+                // A file deleted or replaced after the check in `with_state` took this write
+                // into a file nobody reads again. Its outcome is then reported unknown, as a
+                // lost reply would be, so the client never uses a ceiling written after the
+                // file was lost: every ceiling in use was written before the moment a store
+                // that finds the loss reports (`started_at`).
+                if file_id(&self.path).ok().flatten() != Some(state.open.file) {
+                    return Err(Error::store(format!(
+                        "SQLite store '{}': the file was deleted or replaced during the \
+                         {doing}, so the write went to a file nobody reads; the next try uses \
+                         the file the path names now",
+                        self.path.display()
+                    )));
+                }
                 state.open.seen = state.open.seen.max(version);
                 // After the commit (the module doc of `live` says why): the sidecar's mark
                 // follows the counter. The write is done whatever happens here; a failure is
@@ -638,6 +644,19 @@ fn connect(path: &Path) -> Result<Open> {
         lineage,
         seen,
     })
+}
+
+/// The identity `(device, inode)` of the file `path` names, `None` when there is none.
+fn file_id(path: &Path) -> Result<Option<(u64, u64)>> {
+    match std::fs::metadata(path) {
+        Ok(m) => Ok(Some((m.dev(), m.ino()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::store(format!(
+            "SQLite store '{}': cannot check that the file is still there: {e}; check the \
+             permissions of its directory",
+            path.display()
+        ))),
+    }
 }
 
 /// The file's lineage and version counter, in one read transaction.
