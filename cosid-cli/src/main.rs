@@ -294,9 +294,9 @@ fn cmd_next(a: NextArgs) -> cosid_core::Result<Option<u8>> {
             if ahead > 500 {
                 eprintln!(
                     "cosid: waiting {:.1} s for slot {slot}'s window, which opens at {}: the \
-                     namespace starts above every window its store may have granted and lost \
-                     (the restart guard, docs/protocol.md section 7; restart-guard=off in the \
-                     store URL for a server known to be new)",
+                     namespace's not-before, or the restart guard keeping it above every window \
+                     its store may have granted and lost (docs/protocol.md section 7; \
+                     restart-guard=off in the store URL for a server known to be new)",
                     ahead as f64 / 1000.0,
                     cosid_core::time::format_rfc3339_ms(*floor_ms)
                 );

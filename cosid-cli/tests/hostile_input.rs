@@ -166,6 +166,39 @@ fn migrate_refuses_what_a_runtime_refuses() {
     assert!(stderr(&o).contains("memory:"), "{}", stderr(&o));
 }
 
+/// `--not-before 9999-12-31` once bricked a namespace for good (not-before never goes back):
+/// a time outside the layout, or more than a day ahead of the store's clock, is refused in one
+/// line naming `--force`, and written with it.
+#[test]
+fn migrate_refuses_a_not_before_far_ahead_unless_forced() {
+    let (_dir, url) = sqlite_store();
+    let o = run(&["next", "--store", &url]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let in_two_days = cosid_core::time::format_rfc3339_ms(
+        cosid_core::clock::system_now_ms() + 2 * 86_400_000,
+    );
+    for (t, says) in [
+        ("9999-12-31T00:00:00Z", "outside the time"),
+        (in_two_days.as_str(), "more than a day ahead"),
+        ("2001-01-01T00:00:00Z", "outside the time"),
+    ] {
+        let o = run(&["migrate", "--store", &url, "--not-before", t]);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{t}: {e}");
+        assert!(e.contains(says) && e.contains("--force"), "{t}: {e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "one line: {e}");
+    }
+    let o = run(&[
+        "migrate",
+        "--store",
+        &url,
+        "--not-before",
+        &in_two_days,
+        "--force",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
 #[test]
 fn slots_escapes_owner_keys_in_the_table_and_in_json() {
     let (_dir, url) = sqlite_store();

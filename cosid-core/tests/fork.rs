@@ -306,3 +306,68 @@ fn forks_while_keepers_are_busy_never_hang() {
         rt.close().unwrap();
     }
 }
+
+/// The SQLite store's sidecar lock across a fork (`store::sqlite`, the restart guard): a
+/// child's own store takes a lock of its own beside the one it inherited, sees the parent's
+/// store live (the file deleted in the child is reported lost there, since the parent's store
+/// still holds the sidecar), and neither its stores' close nor its exit releases the parent's
+/// lock: the file deleted again afterwards is reported lost at that later moment.
+#[test]
+fn a_childs_sqlite_store_locks_the_sidecar_for_itself_and_leaves_the_parents_lock() {
+    use cosid_core::lease::{AcquireRequest, LeaseClient, Owner, Terms};
+    use cosid_core::store::sqlite::SqliteStore;
+    use cosid_core::store::SlotStore;
+    use cosid_core::ManualClock;
+    use std::sync::Arc;
+    cosid_core::fork::generation();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("slots.db");
+    let remove_db = |db: &Path| {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+        }
+    };
+    let t0 = 1_800_000_000_000;
+    let clock = ManualClock::shared(t0);
+    let parent: SharedStore = Arc::new(SqliteStore::open_with_clock(&db, clock.clone()).unwrap());
+    let terms = Terms {
+        ttl_ms: 60_000,
+        tolerance_ms: 1_000,
+    };
+    LeaseClient::new(parent.clone(), "forks", 2, terms)
+        .unwrap()
+        .acquire(&AcquireRequest {
+            owner: Owner::new("parent"),
+            preferred_slot: None,
+            floor_at_least: 0,
+        })
+        .unwrap();
+    let child_db = db.clone();
+    let child = fork_child(dir.path(), "sidecar", move || {
+        let open = || {
+            SqliteStore::open_with_clock(&child_db, ManualClock::shared(t0))
+                .map_err(|e| e.to_string())
+        };
+        let own = open()?;
+        match own.started_at("forks") {
+            Ok(None) => {}
+            other => return Err(format!("the child's store reported {other:?}")),
+        }
+        drop(own);
+        remove_db(&child_db);
+        match open()?.started_at("forks") {
+            Ok(Some(t)) if t == t0 => Ok(vec![]),
+            other => Err(format!("the parent's store is not seen: {other:?}")),
+        }
+    });
+    assert_eq!(child.ids(Duration::from_secs(60)), Vec::<u64>::new());
+    remove_db(&db);
+    clock.advance(Duration::from_secs(1));
+    let newcomer = SqliteStore::open_with_clock(&db, clock.clone()).unwrap();
+    assert_eq!(
+        newcomer.started_at("forks").unwrap(),
+        Some(t0 + 1_000),
+        "the parent's store no longer holds the sidecar"
+    );
+    drop(parent);
+}

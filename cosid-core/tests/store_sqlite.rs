@@ -567,6 +567,222 @@ fn the_keeper_stops_issuing_when_its_store_file_is_deleted() {
     assert_eq!((bound.slot, bound.floor), (now.slot, now.floor));
 }
 
+// ----------------------------------------------------------------------------------------------
+// The restart guard: a file deleted or replaced under live holders
+// ----------------------------------------------------------------------------------------------
+
+/// The sidecar beside a store file that every open store locks and records the file in.
+fn live_file(db: &Path) -> PathBuf {
+    PathBuf::from(format!("{}-live", db.display()))
+}
+
+/// A store on `db` with the manual `clock`.
+fn open_at(db: &Path, clock: &Arc<ManualClock>) -> SharedStore {
+    Arc::new(SqliteStore::open_with_clock(db, clock.clone()).unwrap())
+}
+
+/// A copy of the store file as it is now, taken as a backup tool would (`VACUUM INTO`).
+fn backup_of(db: &Path, to: &Path) {
+    rusqlite::Connection::open(db)
+        .unwrap()
+        .execute("VACUUM INTO ?1", [to.display().to_string()])
+        .unwrap();
+}
+
+/// The store file (with its `-wal` and `-shm`, leaving the sidecar) replaced by `with`.
+fn restore(db: &Path, with: &Path) {
+    remove_store_files(db);
+    std::fs::rename(with, db).unwrap();
+}
+
+const T0: i64 = 1_800_000_000_000;
+
+/// The file deleted under a live holder: a store opened on the path afterwards (a newcomer,
+/// which creates a fresh file) reports that writes may have been lost now, so the restart
+/// guard floors its windows above every ceiling the holder may still issue up to. So does
+/// every later newcomer while the holder lives, at the moment of the loss, not at its own
+/// start. Once every store that used the lost file is closed, a newcomer is told nothing.
+#[test]
+fn a_file_deleted_under_a_live_holder_is_reported_lost_to_newcomers() {
+    let (_dir, db) = new_file();
+    let ns = unique_namespace("lost-deleted");
+    let clock = ManualClock::shared(T0);
+    let holder = open_at(&db, &clock);
+    acquire(&client(&holder, &ns, 1, LONG), &Owner::new("a"));
+    assert_eq!(holder.started_at(&ns).unwrap(), None, "nothing lost yet");
+    remove_store_files(&db);
+    clock.advance(Duration::from_secs(5));
+    let newcomer = open_at(&db, &clock);
+    assert_eq!(newcomer.started_at(&ns).unwrap(), Some(T0 + 5_000));
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(
+        open_at(&db, &clock).started_at(&ns).unwrap(),
+        Some(T0 + 5_000)
+    );
+    // The holder notices at its next operation, and its own clients are told too.
+    assert_eq!(holder.started_at(&ns).unwrap(), Some(T0 + 10_000));
+    drop((holder, newcomer));
+    let (_dir, db) = new_file();
+    let holder = open_at(&db, &clock);
+    acquire(&client(&holder, &ns, 1, LONG), &Owner::new("a"));
+    drop(holder);
+    remove_store_files(&db);
+    assert_eq!(
+        open_at(&db, &clock).started_at(&ns).unwrap(),
+        None,
+        "no holder was live: nobody issues from the deleted file"
+    );
+}
+
+/// The file replaced by a backup taken before the live holder's last writes: the version
+/// counter of the file went back, so a newcomer is told that writes were lost. With the holder
+/// closed first, nothing is reported: nobody issues from what the backup forgot.
+#[test]
+fn a_file_replaced_by_an_older_backup_under_a_live_holder_is_reported_lost() {
+    for holder_live in [true, false] {
+        let (dir, db) = new_file();
+        let copy = dir.path().join("backup.db");
+        let ns = unique_namespace("lost-backup");
+        let clock = ManualClock::shared(T0);
+        let holder = open_at(&db, &clock);
+        let c = client(&holder, &ns, 1, LONG);
+        let a = acquire(&c, &Owner::new("a")).lease;
+        backup_of(&db, &copy);
+        clock.advance(Duration::from_secs(20));
+        match c.renew(&a).unwrap() {
+            Renewal::Renewed(_) => {}
+            Renewal::Lost(r) => panic!("{r:?}"),
+        }
+        // The client holds the store too.
+        let holder = if holder_live {
+            Some((holder, c))
+        } else {
+            drop((holder, c));
+            None
+        };
+        restore(&db, &copy);
+        clock.advance(Duration::from_secs(1));
+        let newcomer = open_at(&db, &clock);
+        let expected = holder_live.then_some(T0 + 21_000);
+        assert_eq!(newcomer.started_at(&ns).unwrap(), expected, "{holder_live}");
+        drop(holder);
+    }
+}
+
+/// A fresh file with nobody else on it, a second store on the same file, and a file whose
+/// stores all closed and opened again: nothing lost, no wait for the first start.
+#[test]
+fn nothing_is_reported_lost_while_the_file_stays() {
+    let (_dir, db) = new_file();
+    let ns = unique_namespace("kept");
+    let clock = ManualClock::shared(T0);
+    let first = open_at(&db, &clock);
+    assert_eq!(first.started_at(&ns).unwrap(), None);
+    assert!(live_file(&db).exists());
+    acquire(&client(&first, &ns, 1, LONG), &Owner::new("a"));
+    let second = open_at(&db, &clock);
+    assert_eq!(second.started_at(&ns).unwrap(), None);
+    acquire(&client(&second, &ns, 1, LONG), &Owner::new("b"));
+    assert_eq!(first.started_at(&ns).unwrap(), None);
+    drop((first, second));
+    assert_eq!(open_at(&db, &clock).started_at(&ns).unwrap(), None);
+}
+
+/// The file and its sidecar deleted together (`rm slots.db*`) under a live holder: the holder
+/// notices at its next operation, locks a new sidecar and records the loss in it, so every
+/// newcomer from then on is told.
+#[test]
+fn a_holder_records_the_loss_when_the_sidecar_was_deleted_too() {
+    let (_dir, db) = new_file();
+    let ns = unique_namespace("lost-sidecar");
+    let clock = ManualClock::shared(T0);
+    let holder = open_at(&db, &clock);
+    let c = client(&holder, &ns, 1, LONG);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    remove_store_files(&db);
+    std::fs::remove_file(live_file(&db)).unwrap();
+    clock.advance(Duration::from_secs(3));
+    check_renewal_vanished(&c, &a);
+    assert!(live_file(&db).exists(), "the holder made a new sidecar");
+    clock.advance(Duration::from_secs(3));
+    assert_eq!(
+        open_at(&db, &clock).started_at(&ns).unwrap(),
+        Some(T0 + 3_000)
+    );
+}
+
+/// End to end with the lease client's restart guard: a holder's file deleted under it, a
+/// newcomer asking for the holder's very slot gets a window whose floor lies above the
+/// holder's ceiling (before, it started at 0 on the fresh file).
+#[test]
+fn a_guarded_newcomer_starts_above_the_ceiling_of_a_holder_whose_file_was_deleted() {
+    let (_dir, db) = new_file();
+    let ns = unique_namespace("guard-deleted");
+    let clock = ManualClock::shared(T0);
+    let holder = open_at(&db, &clock);
+    let a = acquire(&client(&holder, &ns, 1, LONG), &Owner::new("a")).lease;
+    remove_store_files(&db);
+    clock.advance(Duration::from_secs(1));
+    let newcomer = open_at(&db, &clock);
+    let b = acquire_with(
+        &client(&newcomer, &ns, 1, LONG).with_restart_guard(),
+        AcquireRequest {
+            preferred_slot: Some(a.slot),
+            ..request(&Owner::new("b"))
+        },
+    )
+    .lease;
+    assert_eq!(b.slot, a.slot);
+    assert!(
+        b.floor >= a.ceiling,
+        "{b:?} starts below the holder's {a:?}"
+    );
+}
+
+/// The same with the file replaced by a 20 s old backup that already had the namespace, with
+/// short leases (ttl 3 s): the holder renewed every second since the backup, whose copy of
+/// its lease has long expired, so the newcomer may take the holder's very slot; the guard must
+/// act on an acquisition in an existing namespace too, and start it above the holder's ceiling
+/// (without the guard it starts at the backup's stale ceiling).
+#[test]
+fn a_guarded_newcomer_starts_above_the_ceiling_of_a_holder_whose_file_went_back_to_a_backup() {
+    let short = cosid_core::lease::Terms {
+        ttl_ms: 3_000,
+        tolerance_ms: 1_000,
+    };
+    let (dir, db) = new_file();
+    let copy = dir.path().join("backup.db");
+    let ns = unique_namespace("guard-backup");
+    let clock = ManualClock::shared(T0);
+    let holder = open_at(&db, &clock);
+    let c = client(&holder, &ns, 1, short);
+    let mut a = acquire(&c, &Owner::new("a")).lease;
+    backup_of(&db, &copy);
+    for _ in 0..20 {
+        clock.advance(Duration::from_secs(1));
+        a = match c.renew(&a).unwrap() {
+            Renewal::Renewed(l) => l,
+            Renewal::Lost(r) => panic!("{r:?}"),
+        };
+    }
+    restore(&db, &copy);
+    clock.advance(Duration::from_secs(1));
+    let newcomer = open_at(&db, &clock);
+    let b = acquire_with(
+        &client(&newcomer, &ns, 1, short).with_restart_guard(),
+        AcquireRequest {
+            preferred_slot: Some(a.slot),
+            ..request(&Owner::new("b"))
+        },
+    )
+    .lease;
+    assert_eq!(b.slot, a.slot, "the backup's lease on it has expired");
+    assert!(
+        b.floor >= a.ceiling,
+        "{b:?} starts below the holder's {a:?}"
+    );
+}
+
 /// A database of another application that never set `application_id` (most of them) is
 /// refused untouched, naming the file; an empty file is taken.
 #[test]
@@ -614,8 +830,8 @@ fn sqlite_umask_child() {
     println!("COSID-CHILD done");
 }
 
-/// Under umask 000 the directories are created 0700 and the database file (and its `-wal` and
-/// `-shm`) 0600: no other user may read or write the store. In a setgid directory (one set up
+/// Under umask 000 the directories are created 0700 and the database file (and its `-wal`,
+/// `-shm` and `-live`) 0600: no other user may read or write the store. In a setgid directory (one set up
 /// for a group of services) the file is 0660: the group shares it, nobody else.
 #[test]
 fn files_are_private_whatever_the_umask() {
@@ -639,6 +855,9 @@ fn files_are_private_whatever_the_umask() {
     assert_eq!(mode(&db), 0o600);
     // In a setgid directory the group shares the store.
     assert_eq!(mode(&dir.path().join("shared/slots.db")), 0o660);
+    // The sidecar every store locks takes the database file's mode.
+    assert_eq!(mode(&live_file(&db)), 0o600);
+    assert_eq!(mode(&live_file(&dir.path().join("shared/slots.db"))), 0o660);
     for suffix in ["-wal", "-shm"] {
         let f = PathBuf::from(format!("{}{suffix}", db.display()));
         if f.exists() {
@@ -719,10 +938,12 @@ fn a_read_only_store_fails_at_once() {
 }
 
 /// Two runtimes through the public API: the store file is deleted under the first, and the
-/// second, creating a fresh file, is granted the first one's slot from floor 0. The first
-/// runtime's keeper notices at its next renewal and moves to another slot above its old
-/// ceiling, so from then on the two issue disjoint ids (before, the first renewed in the
-/// deleted file and both issued on one slot for as long as they ran).
+/// second, creating a fresh file, is granted the first one's slot, but (the restart guard: the
+/// first still holds the sidecar) from a floor above the first one's ceiling, not from 0. The
+/// first runtime's keeper notices at its next renewal and moves to another slot above its old
+/// ceiling, so the two issue disjoint ids (before, the first renewed in the deleted file and
+/// both issued on one slot for as long as they ran; then, until the first noticed, both
+/// issued on one slot in overlapping windows).
 #[test]
 fn a_runtime_leaves_its_slot_when_the_store_file_is_deleted_under_it() {
     let (_dir, db) = new_file();
@@ -746,9 +967,14 @@ fn a_runtime_leaves_its_slot_when_the_store_file_is_deleted_under_it() {
         .build()
         .unwrap();
     assert_eq!(
-        (b.binding().slot, b.binding().floor),
-        (first.slot, 0),
+        b.binding().slot,
+        first.slot,
         "the fresh file hands the newcomer the same slot"
+    );
+    assert!(
+        b.binding().floor >= first.ceiling,
+        "the newcomer's window {:?} starts below the holder's {first:?}",
+        b.binding()
     );
     // Bounded wait for the holder's keeper (it renews every 200 ms).
     let deadline = Instant::now() + Duration::from_secs(60);

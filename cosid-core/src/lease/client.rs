@@ -416,7 +416,11 @@ impl LeaseClient {
     ///   URL opts out for a server known to be new). Its first runtime waits that long, once
     ///   per namespace, ever.
     fn guard_floor(&self, store_now: i64, creating: Creating) -> Result<i64> {
-        Ok(self.guard(store_now, creating)?.floor)
+        // A floor already passed changes nothing a record says: 0 keeps the record as a
+        // namespace that never needed the guard reads.
+        Ok(Some(self.guard(store_now, creating)?.floor)
+            .filter(|&floor| floor > store_now)
+            .unwrap_or(0))
     }
 
     /// [`LeaseClient::guard_floor`], and whether the store may have lost writes so lately that

@@ -17,12 +17,33 @@
 //!   of 5 s: a connection waits that long for the write lock before failing with a store error,
 //!   which the keeper retries.
 //!
+//! - **Lost writes reported (the restart guard).** A file deleted or replaced under running
+//!   stores (a new file, or a backup older than their last writes) forgot records that live
+//!   holders may still issue from, up to their ceilings, until their next renewal finds the
+//!   record gone or changed. [`SlotStore::started_at`] reports when that happened, so the
+//!   lease client floors a newcomer's windows at that moment + ttl + tolerance, above every
+//!   ceiling the file forgot. How the store knows: every store locks the sidecar `PATH-live`
+//!   (a shared `flock`, through a description of its own) and records in it the lineage of
+//!   the file it uses (random, written once when the file is created) and the high-water mark
+//!   of the file's version counter (which every write raises). A store that finds the file of
+//!   another lineage or with a lower counter than the sidecar says while another store holds
+//!   the sidecar records the loss there, at its store clock's now; a store that finds its own
+//!   file so records it whoever else lives. Nobody else live (a fresh machine, a file replaced
+//!   while every store was closed): nothing is reported and the first start does not wait.
+//!   The moment reported bounds every ceiling in use because a write that finds, once
+//!   committed, that the path names another file is reported unknown, as a lost reply: no
+//!   client uses a ceiling written into a file after it was lost.
+//!   The `live` module says why each step is safe against the others, and what remains.
+//!
 //! The store clock is the host clock (or the clock a test passes): every process on one host
 //! reads the same clock. The schema is created on open, idempotently, and versioned in
 //! `cosid_meta`; a file written by a newer cosid with an unknown schema is refused.
 //!
 //! Thread-safe: one connection per store behind a mutex; each primitive holds it for its one
-//! transaction.
+//! transaction. After `fork()` a child never uses its parent's store (`crate::fork`): the
+//! descriptor of the sidecar it inherits shares the parent's lock, which stays while either
+//! process keeps it open, and a store the child opens takes a lock of its own. Every SQLite
+//! and sidecar call runs inside `fork::gate`.
 
 use super::{
     CandidateAsk, CandidateView, Cas, NamespaceSnapshot, NamespaceWrite, SlotRead, SlotStore,
@@ -32,6 +53,7 @@ use crate::clock::{SharedClock, SystemClock};
 use crate::error::{Error, Result};
 use crate::lease::record::IdLayout;
 use crate::lease::{NamespaceRecord, Owner, SlotRecord, Snapshot, Versioned};
+use live::Live;
 use rusqlite::{
     params, Connection, ErrorCode, OpenFlags, OptionalExtension, Row, Transaction,
     TransactionBehavior,
@@ -41,6 +63,8 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+mod live;
 
 /// The schema this build writes and understands.
 const SCHEMA_VERSION: i64 = 3;
@@ -113,7 +137,7 @@ pub struct SqliteStore {
     path: PathBuf,
     clock: SharedClock,
     /// `None` only while the store is dropped.
-    conn: Mutex<Option<Open>>,
+    conn: Mutex<Option<State>>,
 }
 
 /// The connection and the identity `(device, inode)` of the file it opened: when the path no
@@ -122,6 +146,24 @@ pub struct SqliteStore {
 struct Open {
     conn: Connection,
     file: (u64, u64),
+    /// The file's lineage (`cosid_meta.lineage`, random, written when the file was created).
+    lineage: i64,
+    /// The highest version counter this store saw in the file: when it opened it, and each
+    /// write it committed.
+    seen: i64,
+}
+
+/// What the store's mutex guards: the connection, the hold on the sidecar, and what this
+/// store learnt of lost writes.
+struct State {
+    open: Open,
+    live: Live,
+    /// The latest moment this store found its own file replaced by one that forgot writes it
+    /// had seen (its own clients may hold windows from them).
+    lost_at: Option<i64>,
+    /// The sidecar is to be reconciled before the next primitive (`Some(own_loss)`): the file
+    /// or the sidecar changed, or writing the sidecar after a commit failed.
+    pending: Option<bool>,
 }
 
 impl Drop for SqliteStore {
@@ -192,11 +234,22 @@ impl SqliteStore {
     /// Creates the parent directory if it is missing (mode 0700) and the file (mode 0600) with
     /// the schema if the file has none; refuses a database of another application.
     pub fn open_with_clock(path: &Path, clock: SharedClock) -> Result<Self> {
-        let open = crate::fork::gate(|| connect(path))?;
+        let state = crate::fork::gate(|| -> Result<State> {
+            let open = connect(path)?;
+            let live = Live::open(path, BUSY_TIMEOUT)?;
+            let state = State {
+                open,
+                live,
+                lost_at: None,
+                pending: None,
+            };
+            reconcile(path, &state, false, clock.now_ms())?;
+            Ok(state)
+        })?;
         Ok(SqliteStore {
             path: path.to_path_buf(),
             clock,
-            conn: Mutex::new(Some(open)),
+            conn: Mutex::new(Some(state)),
         })
     }
 
@@ -298,39 +351,49 @@ impl SqliteStore {
     /// on what the path names (creating a new file if there is none), so a holder's next
     /// renewal finds its lease gone instead of renewing it in a file nobody else sees.
     fn with_conn<R>(&self, f: impl FnOnce(&mut Connection) -> Result<R>) -> Result<R> {
+        self.with_state(|state| f(&mut state.open.conn))
+    }
+
+    /// [`SqliteStore::with_conn`] with the whole state: the connection to the file the path
+    /// names now, the sidecar the path names now, reconciled if either changed.
+    fn with_state<R>(&self, f: impl FnOnce(&mut State) -> Result<R>) -> Result<R> {
         let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(open) = guard.as_mut() {
-            // A panic while a transaction was open would leave it open; never build on it.
-            if !open.conn.is_autocommit() {
-                let _ = open.conn.execute_batch("ROLLBACK");
-            }
-        }
-        let named = match std::fs::metadata(&self.path) {
-            Ok(m) => Some((m.dev(), m.ino())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => {
-                return Err(Error::store(format!(
-                    "SQLite store '{}': cannot check that the file is still there: {e}; check \
-                     the permissions of its directory",
-                    self.path.display()
-                )))
-            }
-        };
-        if named.is_none() || guard.as_ref().map(|o| o.file) != named {
-            if let Some(old) = guard.as_ref() {
-                keep_wal_names(&old.conn);
-            }
-            // If the new connection cannot be opened, the old one stays (it is never used while
-            // the path names another file), and the next call tries again.
-            *guard = Some(connect(&self.path)?);
-        }
-        match guard.as_mut() {
-            Some(open) => f(&mut open.conn),
-            None => Err(Error::store(format!(
+        let Some(state) = guard.as_mut() else {
+            return Err(Error::store(format!(
                 "SQLite store '{}' is closed",
                 self.path.display()
-            ))),
+            )));
+        };
+        // A panic while a transaction was open would leave it open; never build on it.
+        if !state.open.conn.is_autocommit() {
+            let _ = state.open.conn.execute_batch("ROLLBACK");
         }
+        let named = file_id(&self.path)?;
+        if named != Some(state.open.file) {
+            keep_wal_names(&state.open.conn);
+            // If the new connection cannot be opened, the old one stays (it is never used while
+            // the path names another file), and the next call tries again.
+            let new = connect(&self.path)?;
+            // A file of another lineage, or one whose counter went back below writes this
+            // store made or saw: what this store's clients hold may be forgotten.
+            let own_loss = new.lineage != state.open.lineage || new.seen < state.open.seen;
+            if own_loss {
+                let now = self.clock.now_ms();
+                state.lost_at = Some(state.lost_at.map_or(now, |t| t.max(now)));
+            }
+            state.open = new;
+            state.pending = Some(state.pending.unwrap_or(false) || own_loss);
+        }
+        if !state.live.still_named()? {
+            // Deleted or replaced: lock what the path names, so that newcomers see this store.
+            state.live = Live::open(&self.path, BUSY_TIMEOUT)?;
+            state.pending.get_or_insert(false);
+        }
+        if let Some(own_loss) = state.pending {
+            reconcile(&self.path, state, own_loss, self.clock.now_ms())?;
+            state.pending = None;
+        }
+        f(state)
     }
 
     fn fail(&self, doing: &str, e: rusqlite::Error) -> Error {
@@ -441,8 +504,10 @@ impl SqliteStore {
         write: impl FnOnce(&Transaction<'_>, i64) -> rusqlite::Result<usize>,
     ) -> Result<Option<u64>> {
         crate::fork::gate(|| {
-            self.with_conn(|conn| {
-                let tx = conn
+            self.with_state(|state| {
+                let tx = state
+                    .open
+                    .conn
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(|e| self.fail(doing, e))?;
                 let current = self.version_of(&tx, current_sql, key, doing)?;
@@ -453,6 +518,26 @@ impl SqliteStore {
                 let version = self.next_version(&tx, doing)?;
                 write(&tx, version).map_err(|e| self.fail(doing, e))?;
                 tx.commit().map_err(|e| self.fail(doing, e))?;
+                // A file deleted or replaced after the check in `with_state` took this write
+                // into a file nobody reads again. Its outcome is then reported unknown, as a
+                // lost reply would be, so the client never uses a ceiling written after the
+                // file was lost: every ceiling in use was written before the moment a store
+                // that finds the loss reports (`started_at`).
+                if file_id(&self.path).ok().flatten() != Some(state.open.file) {
+                    return Err(Error::store(format!(
+                        "SQLite store '{}': the file was deleted or replaced during the \
+                         {doing}, so the write went to a file nobody reads; the next try uses \
+                         the file the path names now",
+                        self.path.display()
+                    )));
+                }
+                state.open.seen = state.open.seen.max(version);
+                // After the commit (the module doc of `live` says why): the sidecar's mark
+                // follows the counter. The write is done whatever happens here; a failure is
+                // tried again before the next primitive.
+                if reconcile(&self.path, state, false, self.clock.now_ms()).is_err() {
+                    state.pending = Some(false);
+                }
                 Ok(Some(version as u64))
             })
         })
@@ -554,6 +639,7 @@ fn connect(path: &Path) -> Result<Open> {
     conn.pragma_update(None, "fullfsync", true)
         .map_err(|e| fail("setting fullfsync", e))?;
     init_schema(&mut conn, path)?;
+    let (lineage, seen) = read_meta(&conn, path)?;
     // The file SQLite opened is the one the path names now (a replacement between the open and
     // here is noticed at the next call).
     let m = std::fs::metadata(path).map_err(|e| {
@@ -565,7 +651,51 @@ fn connect(path: &Path) -> Result<Open> {
     Ok(Open {
         conn,
         file: (m.dev(), m.ino()),
+        lineage,
+        seen,
     })
+}
+
+/// The identity `(device, inode)` of the file `path` names, `None` when there is none.
+fn file_id(path: &Path) -> Result<Option<(u64, u64)>> {
+    match std::fs::metadata(path) {
+        Ok(m) => Ok(Some((m.dev(), m.ino()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::store(format!(
+            "SQLite store '{}': cannot check that the file is still there: {e}; check the \
+             permissions of its directory",
+            path.display()
+        ))),
+    }
+}
+
+/// The file's lineage and version counter, in one read transaction.
+fn read_meta(conn: &Connection, path: &Path) -> Result<(i64, i64)> {
+    // After every write: a cached statement.
+    conn.prepare_cached(
+        "SELECT (SELECT value FROM cosid_meta WHERE key = 'lineage'), \
+         (SELECT value FROM cosid_meta WHERE key = 'last_version')",
+    )
+    .and_then(|mut stmt| {
+        stmt.query_row([], |r| {
+            Ok((
+                r.get::<_, Option<i64>>(0)?.unwrap_or(0),
+                r.get::<_, Option<i64>>(1)?.unwrap_or(0),
+            ))
+        })
+    })
+    .map_err(|e| sqlite_error(path, "reading the file's lineage and version counter", e))
+}
+
+/// Reconciles the sidecar with the file `state` has open ([`Live::reconcile`]): the latest
+/// moment a store found writes lost, as the sidecar records it.
+fn reconcile(path: &Path, state: &State, own_loss: bool, now: i64) -> Result<Option<i64>> {
+    state.live.reconcile(
+        || read_meta(&state.open.conn, path),
+        own_loss,
+        now,
+        BUSY_TIMEOUT,
+    )
 }
 
 /// Refuses a database that is not a cosid store: another `application_id`, or tables (views,
@@ -651,6 +781,9 @@ fn init_schema(conn: &mut Connection, path: &Path) -> Result<()> {
         )
         .optional()
         .map_err(|e| fail(doing, e))?;
+    // The file's lineage (the sidecar tells files apart by it): one random value written once,
+    // when the file is created, or when a file written before lineages is first opened.
+    let lineage = (uuid::Uuid::new_v4().as_u128() as u64 >> 1) as i64;
     match version {
         Some(SCHEMA_VERSION) => {}
         Some(1) => {
@@ -704,6 +837,11 @@ fn init_schema(conn: &mut Connection, path: &Path) -> Result<()> {
                 .map_err(|e| fail(doing, e))?;
         }
     }
+    tx.execute(
+        "INSERT OR IGNORE INTO cosid_meta (key, value) VALUES ('lineage', ?1)",
+        [lineage],
+    )
+    .map_err(|e| fail(doing, e))?;
     tx.commit().map_err(|e| fail(doing, e))
 }
 
@@ -871,6 +1009,20 @@ impl SlotStore for SqliteStore {
     /// for the file's lock reports the time it was made, not the time it was asked for.
     fn host_clock_ms(&self) -> Option<i64> {
         Some(self.clock.now_ms())
+    }
+
+    /// The latest moment at which the file may have forgotten writes that stores still live
+    /// may issue from: when a store found the file deleted or replaced (by a new file, or a
+    /// backup older than the writes stores recorded) while another store held the sidecar, or
+    /// when this store found its own file so. `None` on a fresh machine, while the file stays,
+    /// and for a file replaced while no store was live. The module doc says how.
+    fn started_at(&self, _namespace: &str) -> Result<Option<i64>> {
+        crate::fork::gate(|| {
+            self.with_state(|state| {
+                let recorded = reconcile(&self.path, state, false, self.clock.now_ms())?;
+                Ok(recorded.max(state.lost_at))
+            })
+        })
     }
 }
 
