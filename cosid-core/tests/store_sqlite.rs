@@ -357,7 +357,7 @@ fn a_newer_schema_is_refused_naming_both_versions() {
     let e = open_err(&db);
     let m = e.message();
     assert!(
-        m.contains("schema version 7") && m.contains("up to 2") && m.contains("upgrade cosid"),
+        m.contains("schema version 7") && m.contains("up to 3") && m.contains("upgrade cosid"),
         "{m}"
     );
 }
@@ -384,7 +384,7 @@ fn the_file_is_in_wal_mode_with_a_versioned_schema() {
     let (_dir, db) = new_file();
     let _store = open(&db);
     assert_eq!(query::<String>(&db, "PRAGMA journal_mode"), "wal");
-    assert_eq!(query::<i64>(&db, SCHEMA_VERSION), 2);
+    assert_eq!(query::<i64>(&db, SCHEMA_VERSION), 3);
 }
 
 /// A file of schema version 1 (namespace records without a layout) is upgraded in place when
@@ -404,19 +404,48 @@ fn a_file_of_schema_version_1_is_upgraded_and_keeps_its_records() {
         .unwrap()
         .execute_batch(
             "ALTER TABLE cosid_namespace DROP COLUMN layout;
+             ALTER TABLE cosid_namespace DROP COLUMN ttl_ms;
              UPDATE cosid_meta SET value = 1 WHERE key = 'schema_version';",
         )
         .unwrap();
     let store = open(&db);
     let before = store.snapshot(&ns).unwrap();
     assert_eq!(before.namespace.as_ref().unwrap().value.layout, None);
+    assert_eq!(before.namespace.as_ref().unwrap().value.ttl_ms, None);
     assert_eq!(before.slots.slots.len(), 1);
     let c = client(&store, &ns, 2, LONG).with_layout(&Layout::MILLIS);
-    assert_eq!(
-        c.open_namespace().unwrap().layout,
-        Some(IdLayout::of(&Layout::MILLIS))
-    );
-    assert_eq!(query::<i64>(&db, SCHEMA_VERSION), 2);
+    let rec = c.open_namespace().unwrap();
+    assert_eq!(rec.layout, Some(IdLayout::of(&Layout::MILLIS)));
+    assert_eq!(rec.ttl_ms, Some(LONG.ttl_ms));
+    assert_eq!(query::<i64>(&db, SCHEMA_VERSION), 3);
+}
+
+/// A file of schema version 2 (namespace records without a ttl) is upgraded in place when
+/// opened; its namespaces keep their records and take the ttl of their first runtime.
+#[test]
+fn a_file_of_schema_version_2_is_upgraded_and_keeps_its_records() {
+    use cosid_core::Layout;
+    let (_dir, db) = new_file();
+    let ns = unique_namespace("v2");
+    {
+        let store = open(&db);
+        let c = client(&store, &ns, 2, LONG).with_layout(&Layout::MILLIS);
+        acquire(&c, &Owner::new("old"));
+    }
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            "ALTER TABLE cosid_namespace DROP COLUMN ttl_ms;
+             UPDATE cosid_meta SET value = 2 WHERE key = 'schema_version';",
+        )
+        .unwrap();
+    let store = open(&db);
+    let before = store.snapshot(&ns).unwrap();
+    assert_eq!(before.namespace.as_ref().unwrap().value.ttl_ms, None);
+    assert_eq!(before.slots.slots.len(), 1);
+    let c = client(&store, &ns, 2, LONG).with_layout(&Layout::MILLIS);
+    assert_eq!(c.open_namespace().unwrap().ttl_ms, Some(LONG.ttl_ms));
+    assert_eq!(query::<i64>(&db, SCHEMA_VERSION), 3);
 }
 
 #[test]
