@@ -758,7 +758,7 @@ impl LeaseClient {
             if lease.version() != Some(current.version) || now >= current.value.expires_at {
                 let lost = self.lost_at()?.flatten();
                 if lost.is_some_and(|lost| lost >= lease.store_now) {
-                    return Ok(Renewal::Lost(Refusal::Vanished));
+                    return Ok(Renewal::Lost(Refusal::MovedBack));
                 }
             }
             let next =

@@ -92,7 +92,8 @@ pub enum Event {
         /// The store's error.
         error: String,
     },
-    /// The store no longer has the namespace or the slot record: it restarted empty. Windows this
+    /// The store no longer has the namespace or the slot record (it restarted empty), or it lost
+    /// writes since this runtime's last renewal (it restarted from an older copy). Windows this
     /// runtime gets from now on start above every ceiling it was granted before.
     StoreReset {
         /// The slot whose record vanished.

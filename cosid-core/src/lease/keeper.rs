@@ -354,6 +354,13 @@ impl LeaseKeeper {
                             pending.push(Event::StoreReset { slot: lease.slot });
                             "the store has no record of the slot (restarted empty?)".to_string()
                         }
+                        Refusal::MovedBack => {
+                            pending.push(Event::StoreReset { slot: lease.slot });
+                            "the store lost writes since this lease's last renewal (restarted \
+                             from an older copy?); the record it holds now may not be the last \
+                             one, so the slot is acquired again above the loss"
+                                .to_string()
+                        }
                         Refusal::NotHolder {
                             owner: Some(o),
                             fence,

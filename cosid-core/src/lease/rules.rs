@@ -36,6 +36,11 @@ pub enum Refusal {
     },
     /// The store has no record of the slot: it lost its data (restarted empty).
     Vanished,
+    /// The store lost writes since this lease's last one (it restarted, or its file went back
+    /// to an older one), and the record read is not the one this lease last wrote, or its
+    /// lease expired: it may be an older copy the store moved back to, while another holder had
+    /// the slot in between (`docs/protocol.md` section 7, rule 3).
+    MovedBack,
 }
 
 /// The highest fence a new holder may be given. A holder's release raises the fence once more,

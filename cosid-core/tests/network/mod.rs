@@ -369,7 +369,7 @@ pub fn a_renewal_after_a_restart_that_lost_writes_is_a_lost_lease(ctx: &Ctx) {
         .unwrap()
         .expect("restoring the holder's record");
     match c.renew_at(&held, held.store_now).expect("renew") {
-        Renewal::Lost(Refusal::Vanished) => {}
+        Renewal::Lost(Refusal::MovedBack) => {}
         other => panic!("a renewal of a record the restarted server brought back: {other:?}"),
     }
 }
