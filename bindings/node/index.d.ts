@@ -93,7 +93,7 @@ export declare class Runtime {
    * Calls `listener` on the JavaScript thread for every keeper event named `event` (`'*'`:
    * every event). Listeners do not keep the process alive and are dropped by `close()`.
    */
-  on(event: 'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released' | '*', listener: (event: RuntimeEvent) => void): this
+  on(event: 'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released' | 'window_ahead' | '*', listener: (event: RuntimeEvent) => void): this
   /**
    * Ordered shutdown, off the event loop: the generators stop (later calls throw
    * `COSID_ERR_CLOSED`), the keeper stops, the slot is released with the exact last
@@ -160,16 +160,19 @@ export declare function parseId(text: string, format: string, layout?: IdLayout 
 export interface RuntimeEvent {
   /**
    * The event's kind: `slot_acquired`, `slot_lost`, `duplicate_owner_key`, `clock_skew`,
-   * `renewal_failed`, `store_reset`, `acquire_failed` or `slot_released`.
+   * `renewal_failed`, `store_reset`, `acquire_failed`, `slot_released` or `window_ahead`.
    */
-  kind: 'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released'
+  kind: 'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released' | 'window_ahead'
   /** The whole event as one English line. */
   message: string
   /** The slot concerned (every kind but `clock_skew` and `acquire_failed`). */
   slot?: number
   /** `slot_acquired`: the fence of the new ownership. */
   fence?: number
-  /** `slot_acquired`: the window's lower bound (excluded), ms since the Unix epoch. */
+  /**
+   * `slot_acquired`, `window_ahead`: the window's lower bound (excluded), ms since the Unix
+   * epoch.
+   */
   floorMs?: number
   /** `slot_acquired`: the window's upper bound (included), ms since the Unix epoch. */
   ceilingMs?: number
@@ -179,7 +182,7 @@ export interface RuntimeEvent {
   skewMs?: number
   /** `renewal_failed`: consecutive failures so far (1 the first time). */
   attempt?: number
-  /** `slot_lost`: why the lease was lost. */
+  /** `slot_lost`: why the lease was lost; `window_ahead`: why the window opens later than now. */
   reason?: string
   /** `renewal_failed`, `acquire_failed`: the error. */
   error?: string

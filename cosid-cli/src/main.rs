@@ -287,22 +287,11 @@ fn cmd_next(a: NextArgs) -> cosid_core::Result<Option<u8>> {
         .clock(std::sync::Arc::new(follow::StopClock));
     let follow = a.follow;
     builder = builder.on_event(move |e| {
-        // A window that opens later than now makes the start wait: say for what, whatever
-        // the mode, so a start that pauses is never a mystery.
-        if let cosid_core::Event::SlotAcquired { slot, floor_ms, .. } = e {
-            let ahead = floor_ms - cosid_core::clock::system_now_ms();
-            if ahead > 500 {
-                eprintln!(
-                    "cosid: waiting {:.1} s for slot {slot}'s window, which opens at {}: the \
-                     namespace's not-before, or the restart guard keeping it above every window \
-                     its store may have granted and lost (docs/protocol.md section 7; \
-                     restart-guard=off in the store URL for a server known to be new)",
-                    ahead as f64 / 1000.0,
-                    cosid_core::time::format_rfc3339_ms(*floor_ms)
-                );
-            }
-        }
-        if follow
+        // A start that waits for its window says why, whatever the mode: a pause is never a
+        // mystery.
+        if let cosid_core::Event::WindowAhead { .. } = e {
+            eprintln!("cosid: {}", one_line(&e.to_string()));
+        } else if follow
             && !matches!(
                 e,
                 cosid_core::Event::SlotAcquired { .. } | cosid_core::Event::SlotReleased { .. }

@@ -231,7 +231,7 @@ impl RuntimeBuilder {
             &config, &clock, self.store, self.owner, &window, &events, &counters,
         )?;
         let process = Box::new(Process::start(keeper)?);
-        wait_for_a_restart_guard(&config, &window, &clock);
+        wait_for_a_restart_guard(&config, &window, &clock, &events);
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
             let hook: Weak<dyn AfterFork> = weak.clone();
             Inner {
@@ -313,19 +313,40 @@ fn start_keeper(
     })
 }
 
-/// A namespace created on a server that just started begins its windows at the server's start
-/// plus ttl + tolerance (the restart guard, `LeaseClient::with_restart_guard`): the runtime
-/// waits here, its keeper renewing meanwhile, until its clock has passed that floor, so its
-/// first `next()` does not fail with `ClockBehind`. A floor farther ahead than the guard can
-/// set (a `cosid migrate --not-before` in the future) is not waited for.
-fn wait_for_a_restart_guard(config: &Config, window: &Window, clock: &SharedClock) {
+/// A window that opens later than now (the restart guard, `docs/protocol.md` section 7: a
+/// namespace created on a network store, or an acquisition on a store that lost data lately,
+/// starts ttl + tolerance later; or the namespace's not-before): the runtime says so with a
+/// `window_ahead` event, and waits here, its keeper renewing meanwhile, until its clock has
+/// passed the floor, so its first `next()` does not fail with `ClockBehind`. A floor farther
+/// ahead than the guard can set (a `cosid migrate --not-before` in the future) is said, not
+/// waited for.
+fn wait_for_a_restart_guard(
+    config: &Config,
+    window: &Window,
+    clock: &SharedClock,
+    events: &EventBus,
+) {
     let Machine::Lease(lease) = &config.machine else {
         return;
     };
     // The guard's floor is at most ttl + tolerance + 1 s (a whole-second uptime) ahead.
     let longest = lease.ttl + lease.tolerance + Duration::from_secs(2);
-    let floor = window.read().floor;
-    let ahead = floor.saturating_sub(clock.now_ms());
+    let binding = window.read();
+    let ahead = binding.floor.saturating_sub(clock.now_ms());
+    if ahead > WINDOW_AHEAD_SAID_MS {
+        events.emit(Event::WindowAhead {
+            slot: binding.slot,
+            floor_ms: binding.floor,
+            reason: format!(
+                "{:.1} s from now; the namespace's not-before (cosid migrate), or the restart \
+                 guard keeping it above every window its store may have granted and lost \
+                 (docs/protocol.md section 7: a namespace's first start on a network store, \
+                 and every start on a store that lost data lately, waits ttl + tolerance); \
+                 restart-guard=off in the store URL for a server known to be new",
+                ahead as f64 / 1000.0
+            ),
+        });
+    }
     if ahead < 0 || ahead > longest.as_millis() as i64 {
         return;
     }
@@ -335,6 +356,9 @@ fn wait_for_a_restart_guard(config: &Config, window: &Window, clock: &SharedCloc
         clock.sleep(Duration::from_millis(left.clamp(1, 50) as u64));
     }
 }
+
+/// A start that waits longer than this for its window says so (`Event::WindowAhead`).
+const WINDOW_AHEAD_SAID_MS: i64 = 500;
 
 /// A slot above the layout's `max_slot` would spill into the timestamp bits of the ids it
 /// composes (and could repeat another slot's ids), so a configuration built in code, which skips
@@ -782,6 +806,67 @@ mod tests {
             "cosid:\n  namespace: rt\n  machine:\n    lease:\n      store: 'memory:{name}'\n      bits: 3\n"
         ))
         .unwrap()
+    }
+
+    /// A store that says a missing namespace may be a lost one, as every network store does.
+    #[derive(Debug)]
+    struct Forgetful;
+
+    impl crate::store::hooked::Hook for Forgetful {
+        fn call(
+            &self,
+            inner: &dyn crate::store::SlotStore,
+            call: crate::store::hooked::Call<'_>,
+        ) -> Result<crate::store::hooked::Reply> {
+            call.on(inner)
+        }
+
+        fn may_forget_namespaces(&self, _inner: &dyn crate::store::SlotStore) -> bool {
+            true
+        }
+    }
+
+    /// A runtime whose window opens later than now (here: the first runtime of a namespace on a
+    /// store that may have lost it) says so with a `window_ahead` event naming the floor and how
+    /// to avoid the wait, before it waits; its first id lies above that floor.
+    #[test]
+    fn a_start_that_waits_for_its_window_says_why() {
+        let config = Config::from_yaml(
+            "cosid:\n  namespace: ahead\n  machine:\n    lease:\n      store: 'memory:unused'\n      ttl: 1s\n      tolerance: 200ms\n",
+        )
+        .unwrap();
+        let store = crate::store::hooked::Hooked::new(
+            crate::store::memory::MemoryStore::new(Arc::new(SystemClock)),
+            Forgetful,
+        );
+        let seen: Arc<Mutex<Vec<Event>>> = Arc::default();
+        let sink = seen.clone();
+        let t0 = crate::clock::system_now_ms();
+        let rt = Runtime::builder()
+            .config(config)
+            .store(store)
+            .on_event(move |e| sink.lock().unwrap().push(e.clone()))
+            .build()
+            .unwrap();
+        let ahead: Vec<Event> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.name() == "window_ahead")
+            .cloned()
+            .collect();
+        let [Event::WindowAhead {
+            floor_ms, reason, ..
+        }] = ahead.as_slice()
+        else {
+            panic!("one window_ahead event: {ahead:?}");
+        };
+        assert!(*floor_ms >= t0 + 1_200, "{floor_ms} {t0}");
+        assert!(reason.contains("restart-guard=off"), "{reason}");
+        let id = rt.next().unwrap();
+        let parts = rt.layout().decompose(id).unwrap();
+        assert!(rt.layout().unit_start_ms(parts.timestamp) > *floor_ms);
+        rt.close().unwrap();
     }
 
     #[test]

@@ -42,10 +42,15 @@ pub enum cosid_event_kind {
     COSID_EVENT_ACQUIRE_FAILED = 7,
     /// `slot` was released on shutdown; its next holder starts above `next_floor_ms`.
     COSID_EVENT_SLOT_RELEASED = 8,
+    /// The runtime's start waits for `slot`'s window, which opens at `floor_ms` (later than
+    /// now): the namespace's not-before, or the restart guard keeping it above every window a
+    /// store that lost data may have granted. `reason` says why and how to avoid it where it can
+    /// be.
+    COSID_EVENT_WINDOW_AHEAD = 9,
 }
 
 /// The kinds in the order of the core's `EVENT_KINDS` (value = index + 1).
-const KINDS: [cosid_event_kind; 8] = [
+const KINDS: [cosid_event_kind; 9] = [
     cosid_event_kind::COSID_EVENT_SLOT_ACQUIRED,
     cosid_event_kind::COSID_EVENT_SLOT_LOST,
     cosid_event_kind::COSID_EVENT_DUPLICATE_OWNER_KEY,
@@ -54,6 +59,7 @@ const KINDS: [cosid_event_kind; 8] = [
     cosid_event_kind::COSID_EVENT_STORE_RESET,
     cosid_event_kind::COSID_EVENT_ACQUIRE_FAILED,
     cosid_event_kind::COSID_EVENT_SLOT_RELEASED,
+    cosid_event_kind::COSID_EVENT_WINDOW_AHEAD,
 ];
 
 /// One event, passed by pointer to the callback. The pointer and the strings in it are valid
@@ -69,7 +75,8 @@ pub struct cosid_event {
     pub slot: u32,
     /// `SLOT_ACQUIRED`: the fence of the new ownership (grows with every new owner of the slot).
     pub fence: u64,
-    /// `SLOT_ACQUIRED`: the window's lower bound (excluded), ms since the Unix epoch.
+    /// `SLOT_ACQUIRED`, `WINDOW_AHEAD`: the window's lower bound (excluded), ms since the Unix
+    /// epoch.
     pub floor_ms: i64,
     /// `SLOT_ACQUIRED`: the window's upper bound (included), ms since the Unix epoch.
     pub ceiling_ms: i64,
@@ -79,7 +86,8 @@ pub struct cosid_event {
     pub skew_ms: i64,
     /// `RENEWAL_FAILED`: consecutive failures so far (1 the first time).
     pub attempt: u32,
-    /// `SLOT_LOST`: why the lease was lost. NUL-terminated UTF-8.
+    /// `SLOT_LOST`: why the lease was lost; `WINDOW_AHEAD`: why the window opens later than
+    /// now. NUL-terminated UTF-8.
     pub reason: *const c_char,
     /// `RENEWAL_FAILED`, `ACQUIRE_FAILED`: the error. NUL-terminated UTF-8.
     pub error: *const c_char,

@@ -538,6 +538,7 @@ static const struct {
     {COSID_EVENT_STORE_RESET, "store_reset", " slot "},
     {COSID_EVENT_ACQUIRE_FAILED, "acquire_failed", " error "},
     {COSID_EVENT_SLOT_RELEASED, "slot_released", " slot next_floor_ms "},
+    {COSID_EVENT_WINDOW_AHEAD, "window_ahead", " slot floor_ms reason "},
 };
 #define NKINDS (sizeof KINDS / sizeof KINDS[0])
 

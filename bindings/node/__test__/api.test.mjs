@@ -211,6 +211,7 @@ const DOCUMENTED_EVENT_FIELDS = {
   store_reset: ['slot'],
   acquire_failed: ['error'],
   slot_released: ['slot', 'nextFloorMs'],
+  window_ahead: ['slot', 'floorMs', 'reason'],
 }
 
 test('events carry exactly the core vocabulary, as received and as index.d.ts declares it', async () => {

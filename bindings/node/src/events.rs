@@ -30,9 +30,9 @@ pub(crate) fn names() -> impl Iterator<Item = &'static str> {
 #[allow(dead_code)]
 pub struct RuntimeEvent {
     /// The event's kind: `slot_acquired`, `slot_lost`, `duplicate_owner_key`, `clock_skew`,
-    /// `renewal_failed`, `store_reset`, `acquire_failed` or `slot_released`.
+    /// `renewal_failed`, `store_reset`, `acquire_failed`, `slot_released` or `window_ahead`.
     #[napi(
-        ts_type = "'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released'"
+        ts_type = "'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released' | 'window_ahead'"
     )]
     pub kind: String,
     /// The whole event as one English line.
@@ -41,7 +41,8 @@ pub struct RuntimeEvent {
     pub slot: Option<u32>,
     /// `slot_acquired`: the fence of the new ownership.
     pub fence: Option<f64>,
-    /// `slot_acquired`: the window's lower bound (excluded), ms since the Unix epoch.
+    /// `slot_acquired`, `window_ahead`: the window's lower bound (excluded), ms since the Unix
+    /// epoch.
     pub floor_ms: Option<f64>,
     /// `slot_acquired`: the window's upper bound (included), ms since the Unix epoch.
     pub ceiling_ms: Option<f64>,
@@ -51,7 +52,7 @@ pub struct RuntimeEvent {
     pub skew_ms: Option<f64>,
     /// `renewal_failed`: consecutive failures so far (1 the first time).
     pub attempt: Option<u32>,
-    /// `slot_lost`: why the lease was lost.
+    /// `slot_lost`: why the lease was lost; `window_ahead`: why the window opens later than now.
     pub reason: Option<String>,
     /// `renewal_failed`, `acquire_failed`: the error.
     pub error: Option<String>,

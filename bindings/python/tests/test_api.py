@@ -223,6 +223,7 @@ DOCUMENTED_EVENT_FIELDS = {
     "store_reset": ("slot",),
     "acquire_failed": ("error",),
     "slot_released": ("slot", "next_floor_ms"),
+    "window_ahead": ("slot", "floor_ms", "reason"),
 }
 
 

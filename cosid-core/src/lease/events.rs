@@ -104,6 +104,18 @@ pub enum Event {
         /// The error.
         error: String,
     },
+    /// The runtime's start waits for its window, which opens later than now: the namespace's
+    /// not-before, or the restart guard keeping it above every window a store that lost data
+    /// may have granted (`docs/protocol.md` section 7). Ids come once the clock passes
+    /// `floor_ms`; `reason` says why and how to avoid the wait where it can be.
+    WindowAhead {
+        /// The slot.
+        slot: u32,
+        /// When the window opens (its excluded lower bound), ms since the Unix epoch.
+        floor_ms: i64,
+        /// Why it opens then.
+        reason: String,
+    },
     /// The slot was released on shutdown, handing `next_floor` to the next holder.
     SlotReleased {
         /// The slot.
@@ -197,7 +209,7 @@ pub const EVENT_FIELDS: [EventField; 10] = [
         name: "reason",
         ty: FieldType::Text,
         unit: "",
-        meaning: "why the lease was lost",
+        meaning: "why the lease was lost, or why the window opens later than now",
     },
     EventField {
         name: "error",
@@ -214,7 +226,7 @@ pub const EVENT_FIELDS: [EventField; 10] = [
 ];
 
 /// Every kind of event with its fields, in the order of the C enum (value = index + 1).
-pub const EVENT_KINDS: [EventKind; 8] = [
+pub const EVENT_KINDS: [EventKind; 9] = [
     EventKind {
         name: "slot_acquired",
         fields: &["slot", "fence", "floor_ms", "ceiling_ms"],
@@ -247,6 +259,10 @@ pub const EVENT_KINDS: [EventKind; 8] = [
         name: "slot_released",
         fields: &["slot", "next_floor_ms"],
     },
+    EventKind {
+        name: "window_ahead",
+        fields: &["slot", "floor_ms", "reason"],
+    },
 ];
 
 /// The value of one event field.
@@ -274,6 +290,7 @@ impl Event {
             Event::StoreReset { .. } => 5,
             Event::AcquireFailed { .. } => 6,
             Event::SlotReleased { .. } => 7,
+            Event::WindowAhead { .. } => 8,
         }
     }
 
@@ -331,6 +348,15 @@ impl Event {
                 slot,
                 next_floor_ms,
             } => vec![("slot", U32(*slot)), ("next_floor_ms", I64(*next_floor_ms))],
+            Event::WindowAhead {
+                slot,
+                floor_ms,
+                reason,
+            } => vec![
+                ("slot", U32(*slot)),
+                ("floor_ms", I64(*floor_ms)),
+                ("reason", Text(reason)),
+            ],
         }
     }
 
@@ -366,6 +392,11 @@ impl Event {
             Event::SlotReleased {
                 slot: 3,
                 next_floor_ms: 1_700_000_012_345,
+            },
+            Event::WindowAhead {
+                slot: 3,
+                floor_ms: 1_700_000_031_000,
+                reason: "the restart guard".into(),
             },
         ]
     }
@@ -416,6 +447,15 @@ impl fmt::Display for Event {
                 slot,
                 next_floor_ms,
             } => write!(f, "slot {slot} released with next floor {next_floor_ms}"),
+            Event::WindowAhead {
+                slot,
+                floor_ms,
+                reason,
+            } => write!(
+                f,
+                "waiting for slot {slot}'s window, which opens at {}: {reason}",
+                crate::time::format_rfc3339_ms(*floor_ms)
+            ),
         }
     }
 }

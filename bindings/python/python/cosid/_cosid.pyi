@@ -138,7 +138,8 @@ class Event:
     @property
     def kind(self) -> str:
         """A stable snake_case name: slot_acquired, slot_lost, duplicate_owner_key, clock_skew,
-        renewal_failed, store_reset, acquire_failed or slot_released (later versions may add more)."""
+        renewal_failed, store_reset, acquire_failed, slot_released or window_ahead (later versions may
+        add more)."""
 
     @property
     def message(self) -> str:
@@ -154,7 +155,8 @@ class Event:
 
     @property
     def floor_ms(self) -> Optional[int]:
-        """slot_acquired: the window's lower bound (excluded), ms since the Unix epoch."""
+        """slot_acquired, window_ahead: the window's lower bound (excluded), ms since the Unix
+        epoch."""
 
     @property
     def ceiling_ms(self) -> Optional[int]:
@@ -174,7 +176,7 @@ class Event:
 
     @property
     def reason(self) -> Optional[str]:
-        """slot_lost: why the lease was lost."""
+        """slot_lost: why the lease was lost; window_ahead: why the window opens later than now."""
 
     @property
     def error(self) -> Optional[str]:
