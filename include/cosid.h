@@ -222,6 +222,13 @@ enum cosid_event_kind
    * `slot` was released on shutdown; its next holder starts above `next_floor_ms`.
    */
   COSID_EVENT_SLOT_RELEASED = 8,
+  /**
+   * The runtime's start waits for `slot`'s window, which opens at `floor_ms` (later than
+   * now): the namespace's not-before, or the restart guard keeping it above every window a
+   * store that lost data may have granted. `reason` says why and how to avoid it where it can
+   * be.
+   */
+  COSID_EVENT_WINDOW_AHEAD = 9,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -382,7 +389,8 @@ typedef struct cosid_event {
    */
   uint64_t fence;
   /**
-   * `SLOT_ACQUIRED`: the window's lower bound (excluded), ms since the Unix epoch.
+   * `SLOT_ACQUIRED`, `WINDOW_AHEAD`: the window's lower bound (excluded), ms since the Unix
+   * epoch.
    */
   int64_t floor_ms;
   /**
@@ -402,7 +410,8 @@ typedef struct cosid_event {
    */
   uint32_t attempt;
   /**
-   * `SLOT_LOST`: why the lease was lost. NUL-terminated UTF-8.
+   * `SLOT_LOST`: why the lease was lost; `WINDOW_AHEAD`: why the window opens later than
+   * now. NUL-terminated UTF-8.
    */
   const char *reason;
   /**
