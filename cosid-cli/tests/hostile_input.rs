@@ -343,3 +343,36 @@ fn owner_keys_in_events_on_stderr_are_escaped() {
     );
     assert_eq!(stop(h, libc::SIGTERM).code(), Some(0));
 }
+
+/// `--config` naming a FIFO (whose plain open waits for a writer forever) or a device that
+/// never ends: one error line at once, naming the file and what it is.
+#[test]
+fn a_config_that_is_a_fifo_or_a_device_fails_at_once_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo on a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let fifo = fifo.to_str().unwrap();
+    for (args, says) in [
+        (vec!["next", "--config", fifo], "a FIFO, not a regular file"),
+        (
+            vec!["parse", "--config", fifo, "1"],
+            "a FIFO, not a regular file",
+        ),
+        (
+            vec!["next", "--config", "/dev/zero"],
+            "a character device, not a regular file",
+        ),
+    ] {
+        let o = run(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("cosid: error: "), "{args:?}: {err}");
+        assert!(
+            err.contains(says) && err.contains(args[2]),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -228,29 +228,22 @@ impl Config {
 
     /// Reads and parses a configuration file.
     pub fn from_path(path: &Path) -> Result<Config> {
-        use std::io::Read;
-        let cannot = |e: std::io::Error| {
+        // Opened without blocking and read to at most one byte past the limit, so a FIFO,
+        // /dev/zero or a huge file fails at once (crate::bounds::read_file).
+        let bytes = crate::bounds::read_file(path, MAX_CONFIG_BYTES as u64).map_err(|e| {
+            let message = format!("cannot read configuration file '{}': {e}", path.display());
+            match e {
+                crate::bounds::FileError::Io(io) => Error::config(message).with_source(io),
+                _ => Error::config(message),
+            }
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
             Error::config(format!(
-                "cannot read configuration file '{}'",
-                path.display()
+                "configuration file '{}' is not UTF-8 text (bad byte at offset {})",
+                path.display(),
+                e.utf8_error().valid_up_to()
             ))
-            .with_source(e)
-        };
-        // At most one byte past the limit is read, so a huge file (or /dev/zero) fails at once.
-        let mut text = String::new();
-        std::fs::File::open(path)
-            .and_then(|f| {
-                f.take(MAX_CONFIG_BYTES as u64 + 1)
-                    .read_to_string(&mut text)
-            })
-            .map_err(cannot)?;
-        if text.len() > MAX_CONFIG_BYTES {
-            return Err(Error::config(format!(
-                "configuration file '{}' is larger than the limit of {MAX_CONFIG_BYTES} bytes \
-                 (1 MiB)",
-                path.display()
-            )));
-        }
+        })?;
         Config::from_yaml(&text)
             .map_err(|e| Error::config(format!("{} (in '{}')", e.message(), path.display())))
     }
@@ -1155,6 +1148,11 @@ mod tests {
     #[test]
     fn a_huge_file_is_refused_without_reading_it_whole() {
         let e = Config::from_path(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.message().contains("not a regular file"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.yaml");
+        std::fs::write(&big, vec![b'#'; MAX_CONFIG_BYTES + 1]).unwrap();
+        let e = Config::from_path(&big).unwrap_err();
         assert!(e.message().contains("limit of 1048576 bytes"), "{e}");
     }
 
