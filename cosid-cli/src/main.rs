@@ -169,6 +169,7 @@ fn build_config(args: &RuntimeArgs) -> cosid_core::Result<Config> {
         if ns.is_empty() {
             return Err(Error::new(ErrorKind::Config, "--namespace is empty"));
         }
+        cosid_core::bounds::check_len("--namespace", ns, cosid_core::bounds::MAX_NAMESPACE_BYTES)?;
         config.namespace = ns.clone();
     }
     let lease_flags = args.store.is_some()
@@ -212,7 +213,8 @@ fn build_config(args: &RuntimeArgs) -> cosid_core::Result<Config> {
                 let flagged = e
                     .message()
                     .replacen("cosid.machine.lease.ttl", "--ttl", 1)
-                    .replacen("cosid.machine.lease.tolerance", "--tolerance", 1);
+                    .replacen("cosid.machine.lease.tolerance", "--tolerance", 1)
+                    .replacen("cosid.machine.lease.owner-key", "--owner-key", 1);
                 Error::new(ErrorKind::Config, flagged)
             })?;
         }

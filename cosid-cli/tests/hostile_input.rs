@@ -376,3 +376,27 @@ fn a_config_that_is_a_fifo_or_a_device_fails_at_once_in_one_line() {
         );
     }
 }
+
+/// `--namespace` and `--owner-key` past their limits: one short line naming the flag and the
+/// limit, not the whole value.
+#[test]
+fn namespace_and_owner_key_flags_past_their_limits_fail_in_one_short_line() {
+    let (_dir, store) = sqlite_store();
+    let long = "x".repeat(100_000); // one argument: under the kernel's 128 KiB
+    for (flag, says) in [
+        (
+            "--namespace",
+            "--namespace is 100000 bytes long, more than the limit of 128",
+        ),
+        (
+            "--owner-key",
+            "--owner-key is 100000 bytes long, more than the limit of 512",
+        ),
+    ] {
+        let o = run(&["next", "--store", &store, flag, &long]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {err}");
+        assert_eq!(err.lines().count(), 1, "{flag}: {err}");
+        assert!(err.contains(says) && err.len() < 300, "{flag}: {err}");
+    }
+}

@@ -113,6 +113,13 @@ impl LeaseConfig {
     /// The checks the parser makes on a lease's values, for a configuration changed after
     /// parsing (command-line flags, code): a too short ttl, an acquire-timeout of zero.
     pub fn check(&self) -> Result<()> {
+        if let Some(key) = &self.owner_key {
+            crate::bounds::check_len(
+                "cosid.machine.lease.owner-key",
+                key,
+                crate::bounds::MAX_OWNER_KEY_BYTES,
+            )?;
+        }
         if self.ttl < Duration::from_millis(30) {
             return Err(Error::config(format!(
                 "cosid.machine.lease.ttl {} is too short; use at least 30ms (30s is the default)",
@@ -315,6 +322,11 @@ impl Config {
                 "cosid.namespace is empty; give the namespace a name",
             ));
         }
+        crate::bounds::check_len(
+            "cosid.namespace",
+            &namespace,
+            crate::bounds::MAX_NAMESPACE_BYTES,
+        )?;
         let max_wait = match k.take("max-wait") {
             Some(v) => duration(v, "cosid.max-wait")?,
             None => DEFAULT_MAX_WAIT,
@@ -326,7 +338,7 @@ impl Config {
                     Error::config(format!(
                         "cosid.fork '{}' is not a fork policy; use new-slot (a forked child takes \
                          a slot of its own on first use) or fail (it fails with Forked)",
-                        name.escape_debug()
+                        crate::bounds::quote(&name)
                     ))
                 })?
             }
@@ -388,7 +400,8 @@ fn parse_layout(v: &Value) -> Result<Layout> {
             let name = scalar_string(v, "cosid.snowflake.timestamp-unit")?;
             TimeUnit::from_name(&name).ok_or_else(|| {
                 Error::config(format!(
-                    "cosid.snowflake.timestamp-unit '{name}' is not a unit; use ms or s"
+                    "cosid.snowflake.timestamp-unit '{}' is not a unit; use ms or s",
+                    crate::bounds::quote(&name)
                 ))
             })?
         }
@@ -847,10 +860,28 @@ pub fn expand_env(text: &str, key: &str) -> Result<String> {
                 )))
             }
         }
+        // Checked as the value grows: `${BIG}` written many times stops here, not after
+        // building a value of gigabytes.
+        if out.len() > crate::bounds::MAX_VALUE_BYTES {
+            return Err(too_long_expansion(key));
+        }
         rest = &after[end + 1..];
     }
     out.push_str(rest);
+    if out.len() > crate::bounds::MAX_VALUE_BYTES {
+        return Err(too_long_expansion(key));
+    }
     Ok(out)
+}
+
+/// The error of a value longer than [`crate::bounds::MAX_VALUE_BYTES`] once expanded (not
+/// quoted: the environment may hold a password).
+fn too_long_expansion(key: &str) -> Error {
+    Error::config(format!(
+        "{key}: the value with its ${{VAR}} expanded is longer than the limit of {} bytes (64 \
+         KiB); check the variables it names (the value is not shown, as it may hold a password)",
+        crate::bounds::MAX_VALUE_BYTES
+    ))
 }
 
 fn duration(v: &Value, key: &str) -> Result<Duration> {
@@ -874,10 +905,12 @@ fn optional_integer(v: &Value, key: &str) -> Result<Option<i64>> {
     if s.trim().is_empty() {
         return Ok(None);
     }
-    s.trim()
-        .parse::<i64>()
-        .map(Some)
-        .map_err(|_| Error::config(format!("{key} '{s}' is not a whole number")))
+    s.trim().parse::<i64>().map(Some).map_err(|_| {
+        Error::config(format!(
+            "{key} '{}' is not a whole number",
+            crate::bounds::quote(&s)
+        ))
+    })
 }
 
 fn boolean(v: &Value, key: &str) -> Result<bool> {

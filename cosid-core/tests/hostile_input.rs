@@ -92,3 +92,71 @@ fn a_ca_file_that_is_a_device_fifo_directory_or_too_large_is_refused_by_every_tl
         }
     }
 }
+
+/// `${BIG}` (120 KB) written many times in owner-key: the expansion stops at its limit
+/// instead of building a value of gigabytes, and the message names the key and the limit
+/// without quoting the value (the environment may hold a password).
+#[test]
+fn a_huge_expansion_stops_at_the_value_limit() {
+    std::env::set_var("COSID_TEST_BIG_120K", "b".repeat(120_000));
+    std::env::set_var("COSID_TEST_BIG_40K", "b".repeat(40_000));
+    for var in ["COSID_TEST_BIG_120K", "COSID_TEST_BIG_40K"] {
+        let doc = format!(
+            "cosid: {{machine: {{lease: {{store: 'memory:', owner-key: '{}'}}}}}}",
+            format!("${{{var}}}").repeat(800)
+        );
+        let e = Config::from_yaml(&doc).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Config);
+        let m = e.message();
+        assert!(m.contains("cosid.machine.lease.owner-key"), "{m}");
+        assert!(m.contains("longer than the limit of 65536 bytes"), "{m}");
+        assert!(!m.contains("bbbb") && m.len() < 400, "{m}");
+    }
+}
+
+/// Values within the document's size limit but past their own: each refused naming the key,
+/// the limit and the length, quoting only the start of the value.
+#[test]
+fn owner_key_and_namespace_have_length_limits() {
+    use cosid_core::bounds::{MAX_NAMESPACE_BYTES, MAX_OWNER_KEY_BYTES};
+    let key = "k".repeat(MAX_OWNER_KEY_BYTES + 1);
+    let e = Config::from_yaml(&format!(
+        "cosid: {{machine: {{lease: {{store: 'memory:', owner-key: '{key}'}}}}}}"
+    ))
+    .unwrap_err();
+    assert!(
+        e.message().contains(
+            "cosid.machine.lease.owner-key is 513 bytes long, more than the limit of 512"
+        ),
+        "{e}"
+    );
+    assert!(e.message().len() < 200, "{e}");
+    let ns = "n".repeat(500_000);
+    let e = Config::from_yaml(&format!("cosid: {{namespace: '{ns}'}}")).unwrap_err();
+    assert!(
+        e.message()
+            .contains("cosid.namespace is 500000 bytes long, more than the limit of 128"),
+        "{e}"
+    );
+    assert!(e.message().len() < 200, "{e}");
+    // A configuration built in code (as a binding may) meets the same bounds when it starts.
+    let mut config = Config::from_yaml("cosid: {machine: {lease: {store: 'memory:'}}}").unwrap();
+    config.namespace = "n".repeat(MAX_NAMESPACE_BYTES + 1);
+    let e = cosid_core::Runtime::new(config.clone())
+        .err()
+        .expect("refused");
+    assert!(
+        e.message().contains("the namespace is 129 bytes long"),
+        "{e}"
+    );
+    config.namespace = "ok".into();
+    if let cosid_core::config::Machine::Lease(l) = &mut config.machine {
+        l.owner_key = Some("k".repeat(4_000_000));
+    }
+    let e = cosid_core::Runtime::new(config).err().expect("refused");
+    assert!(
+        e.message().contains("the owner key is 4000000 bytes long"),
+        "{e}"
+    );
+    assert!(e.message().len() < 200, "{e}");
+}

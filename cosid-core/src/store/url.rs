@@ -1,5 +1,6 @@
 //! Store URLs, parsed once, with credentials kept out of every message.
 
+use crate::bounds::{MAX_HOSTS, MAX_HOST_BYTES, MAX_STORE_URL_BYTES};
 use crate::error::{Error, Result};
 use std::fmt;
 use std::path::PathBuf;
@@ -119,6 +120,37 @@ impl StoreUrl {
         let host_part = after_user.split(['/', '?', '#']).next().unwrap_or("");
         if host_part.is_empty() {
             return Err(bad("has no host"));
+        }
+        // Hosts are not secret (they follow the last '@'): the messages quote them, cut.
+        let hosts: Vec<&str> = host_part.split(',').collect();
+        if hosts.len() > MAX_HOSTS {
+            return Err(Error::config(format!(
+                "the store URL lists {} hosts, more than the limit of {MAX_HOSTS}; list a few \
+                 (a Cluster's client learns the other nodes from them)",
+                hosts.len()
+            )));
+        }
+        for host in hosts {
+            // The port and an IPv6 address's brackets are not the name.
+            let name = match host.rsplit_once(':') {
+                Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+                _ => host,
+            };
+            let name = name.trim_start_matches('[').trim_end_matches(']');
+            if name.len() > MAX_HOST_BYTES {
+                return Err(Error::config(format!(
+                    "the store URL's host '{}' is {} bytes long, more than the limit of \
+                     {MAX_HOST_BYTES} (a DNS name's)",
+                    crate::bounds::quote_at_most(name, 40),
+                    name.len()
+                )));
+            }
+        }
+        if t.len() > MAX_STORE_URL_BYTES {
+            return Err(bad(&format!(
+                "is {} bytes long, more than the limit of {MAX_STORE_URL_BYTES} (32 KiB)",
+                t.len()
+            )));
         }
         Ok(t.to_string())
     }
@@ -399,6 +431,36 @@ mod tests {
             let e = StoreUrl::parse(bad).unwrap_err();
             assert!(e.message().contains(shown), "{bad:?}: {e}");
         }
+    }
+
+    #[test]
+    fn hosts_and_lengths_past_their_limits_are_refused_naming_the_limit() {
+        let seeds = vec!["n:7000"; MAX_HOSTS + 1].join(",");
+        let e = StoreUrl::parse(&format!("redis+cluster://{seeds}/0")).unwrap_err();
+        assert!(
+            e.message().contains("65 hosts, more than the limit of 64"),
+            "{e}"
+        );
+        let ok = vec!["n:7000"; MAX_HOSTS].join(",");
+        StoreUrl::parse(&format!("redis+cluster://{ok}/0")).unwrap();
+        let long = "h".repeat(100_000);
+        for url in [
+            format!("redis://{long}:6379/0"),
+            format!("etcd://a:2379,{long}"),
+            format!("postgres://u:pw@[{long}]:5432/db"),
+        ] {
+            let e = StoreUrl::parse(&url).unwrap_err();
+            assert!(
+                e.message()
+                    .contains("100000 bytes long, more than the limit of 253"),
+                "{e}"
+            );
+            assert!(e.message().len() < 300, "{}", e.message().len());
+        }
+        StoreUrl::parse(&format!("redis://{}:6379/0", "h".repeat(253))).unwrap();
+        let e = StoreUrl::parse(&format!("redis://h/0?cacert={}", "x".repeat(40_000))).unwrap_err();
+        assert!(e.message().contains("more than the limit of 32768"), "{e}");
+        assert!(!e.message().contains("xxxx"), "{e}");
     }
 
     #[test]
