@@ -406,6 +406,11 @@ fn open_existing_store(
 }
 
 fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
+    cosid_core::bounds::check_len(
+        "--namespace",
+        &a.namespace,
+        cosid_core::bounds::MAX_NAMESPACE_BYTES,
+    )?;
     let store = open_existing_store(&a.store, "--store")?;
     let snap = store.snapshot(&a.namespace)?;
     let now = snap.slots.store_now;
@@ -564,6 +569,11 @@ fn cmd_migrate(a: MigrateArgs) -> cosid_core::Result<()> {
         );
         return Ok(());
     }
+    cosid_core::bounds::check_len(
+        "--namespace",
+        &a.namespace,
+        cosid_core::bounds::MAX_NAMESPACE_BYTES,
+    )?;
     let url = a.store.as_deref().unwrap_or_default();
     let store = open_existing_store(url, "--store")?;
     // The namespace checks a runtime makes (its name), so that migrate cannot write a namespace

@@ -42,25 +42,32 @@ pub const MAX_HOSTS: usize = 64;
 /// The most characters of a foreign text (a server's message, a value) one message quotes.
 pub const MAX_QUOTE_CHARS: usize = 200;
 
-/// `text` for a message: escaped (`escape_debug`, so it stays on one line and no control or
-/// bidirectional character acts on a terminal), and cut after [`MAX_QUOTE_CHARS`] characters
-/// with `… (N bytes in all)`. Never for a text that may hold a password.
+/// The most characters of a store's error detail (its client's or its server's words with
+/// cosid's own advice after them) one message holds.
+pub const MAX_DETAIL_CHARS: usize = 1000;
+
+/// `text` for a message: on one line (newlines, tabs, controls and the characters of
+/// [`is_dangerous`] written as escapes, so none acts on a terminal) and cut after
+/// [`MAX_QUOTE_CHARS`] characters with `… (N bytes in all)`. Never for a text that may hold a
+/// password.
 pub fn quote(text: &str) -> String {
     quote_at_most(text, MAX_QUOTE_CHARS)
 }
 
 /// [`quote`] with another limit.
 pub fn quote_at_most(text: &str, max_chars: usize) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(text.len().min(max_chars + 32));
     for (n, c) in text.chars().enumerate() {
         if n == max_chars {
             out.push_str(&format!("… ({} bytes in all)", text.len()));
             return out;
         }
-        if is_dangerous(c) && !c.is_control() {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.extend(c.escape_debug());
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if is_dangerous(c) => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+            c => out.push(c),
         }
     }
     out
@@ -247,6 +254,7 @@ mod tests {
         assert_eq!(quote("short"), "short");
         assert_eq!(quote("a\nb"), "a\\nb");
         assert_eq!(quote("rtl\u{202e}x"), "rtl\\u{202e}x");
+        assert_eq!(quote("it's \"x\" \\ y"), "it's \"x\" \\ y");
         let long = "é".repeat(10_000_000);
         let q = quote(&long);
         assert!(

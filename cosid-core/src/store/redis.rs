@@ -512,7 +512,8 @@ fn client_for(info: ConnectionInfo, ca: Option<&[u8]>) -> redis::RedisResult<Cli
 fn connect_error(e: &RedisError, tls: bool, form: &str) -> String {
     let text = e.to_string();
     let fix = tls_fix(&text, tls, form);
-    format!("{text}{fix}")
+    // The server's words cut, so that the advice after them stays in the message.
+    format!("{}{fix}", crate::bounds::quote(&text))
 }
 
 /// What to change in a URL of the form `form` (with TLS: `tls`) whose connection failed with

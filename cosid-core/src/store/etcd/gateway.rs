@@ -350,7 +350,8 @@ fn interpret(status: u16, body: Vec<u8>) -> Result<Vec<u8>, CallError> {
     let message = field("message")
         .or_else(|| field("error"))
         .and_then(Value::as_str)
-        .map(str::to_string)
+        // etcd's words, or any server's: quoted, cut (a 10 MiB message stays one line).
+        .map(crate::bounds::quote)
         .unwrap_or_else(|| shorten(&String::from_utf8_lossy(&body)));
     let code = field("code").and_then(Value::as_i64).unwrap_or(-1);
     Err(CallError::Server {
@@ -360,12 +361,9 @@ fn interpret(status: u16, body: Vec<u8>) -> Result<Vec<u8>, CallError> {
     })
 }
 
+/// Foreign text (a status line, a header, a body) for a message: trimmed, on one line, cut.
 fn shorten(s: &str) -> String {
-    let s = s.trim();
-    match s.char_indices().nth(200) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
+    crate::bounds::quote(s.trim())
 }
 
 /// Sends one request and reads its answer: `(status, body, connection reusable)`.
