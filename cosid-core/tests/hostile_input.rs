@@ -160,3 +160,31 @@ fn owner_key_and_namespace_have_length_limits() {
     );
     assert!(e.message().len() < 200, "{e}");
 }
+
+/// A misspelled, differently cased, percent-encoded or repeated parameter is refused by every
+/// scheme, plain `redis://` included (which ran without `WAIT` before), through `store::open`.
+#[test]
+fn every_store_url_refuses_a_parameter_it_does_not_take() {
+    for url in [
+        "redis://127.0.0.1:1/0?replica=1",
+        "redis://127.0.0.1:1/0?Replicas=1",
+        "redis://127.0.0.1:1/0?replicas%3D1",
+        "redis://127.0.0.1:1/0?replicas=1&replicas=0",
+        "redis://127.0.0.1:1/0?replcias=2",
+        "rediss+cluster://127.0.0.1:1/0?replica=1",
+        "redis+sentinel://127.0.0.1:1/m?Replicas=1",
+        "postgres://u@127.0.0.1:1/db?SSLMODE=disable",
+        "etcd://127.0.0.1:1?cacert=/a&cacert=/b",
+        "mysql://u@127.0.0.1:1/db?ssl_ca=/x",
+    ] {
+        let e = match cosid_core::store::open(url) {
+            Ok(_) => panic!("{url} opened"),
+            Err(e) => e,
+        };
+        assert_eq!(e.kind(), ErrorKind::Config, "{url}: {e}");
+        assert!(
+            e.message().contains("does not take") || e.message().contains("twice"),
+            "{url}: {e}"
+        );
+    }
+}

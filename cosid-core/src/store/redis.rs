@@ -750,6 +750,7 @@ impl RedisStore {
                 url.not_a("a redis://, rediss://, redis+sentinel:// or redis+cluster:// URL")
             );
         };
+        url.check_params()?;
         let name = url.redacted();
         let (raw, restart_guard) = super::url::take_restart_guard(raw, &name)?;
         let parts = Parts::of(raw.trim()).ok_or_else(|| {
