@@ -130,7 +130,10 @@ struct MigrateArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse_from(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(e) => return argument_error(e),
+    };
     let result = match cli.command {
         Command::Next(a) => match cmd_next(a) {
             // Cut short by SIGINT or SIGTERM: the slot was released.
@@ -149,6 +152,45 @@ fn main() -> ExitCode {
             ExitCode::from(exit_code(e.kind()))
         }
     }
+}
+
+/// A command line clap refused, as one `cosid: error: …` line (exit status 2) like every other
+/// error, instead of clap's usage text; help and version are printed as clap prints them.
+fn argument_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind as Kind;
+    let said = match e.kind() {
+        Kind::DisplayHelp
+        | Kind::DisplayVersion
+        | Kind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+        // clap does not say which one: the first, shown lossily and cut.
+        Kind::InvalidUtf8 => match std::env::args_os()
+            .enumerate()
+            .skip(1)
+            .find(|(_, a)| a.to_str().is_none())
+        {
+            Some((n, a)) => format!(
+                "argument {n} ('{}') is not valid UTF-8; give paths and values as UTF-8 text",
+                cosid_core::bounds::quote_at_most(&a.to_string_lossy(), 80)
+            ),
+            None => "an argument is not valid UTF-8; give paths and values as UTF-8 text".into(),
+        },
+        // clap's first line names the problem ("unexpected argument 'x' found"); its usage
+        // lines follow, which `--help` shows.
+        _ => {
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            format!(
+                "{}; see cosid --help",
+                cosid_core::bounds::quote_at_most(first, 300)
+            )
+        }
+    };
+    eprintln!("cosid: error: {}", one_line(&said));
+    ExitCode::from(2)
 }
 
 /// Distinct exit codes per kind of failure, so scripts can tell them apart.
@@ -445,8 +487,8 @@ fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
         );
         let _ = writeln!(
             out,
-            "{:>5}  {:<8}  {:<32}  {:>6}  {:<24}  {:<24}  {:<24}",
-            "slot", "state", "holder", "fence", "floor", "ceiling", "expires"
+            "{:>5}  {:<8}  {:<32}  {:>6}  {:<24}  {:<24}  {:<24}  {:<24}",
+            "slot", "state", "holder", "fence", "floor", "ceiling", "expires", "next-floor"
         );
     }
     for v in &slots {
@@ -479,14 +521,15 @@ fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
         } else {
             let _ = writeln!(
                 out,
-                "{:>5}  {:<8}  {:<32}  {:>6}  {:<24}  {:<24}  {:<24}",
+                "{:>5}  {:<8}  {:<32}  {:>6}  {:<24}  {:<24}  {:<24}  {:<24}",
                 r.slot,
                 state,
                 holder,
                 r.fence,
                 t(r.floor),
                 t(r.ceiling),
-                t(r.expires_at)
+                t(r.expires_at),
+                t(r.next_floor)
             );
         }
     }

@@ -400,3 +400,85 @@ fn namespace_and_owner_key_flags_past_their_limits_fail_in_one_short_line() {
         assert!(err.contains(says) && err.len() < 300, "{flag}: {err}");
     }
 }
+
+/// A non-UTF-8 argument, or any argument clap refuses: one `cosid: error:` line, exit 2, not
+/// clap's usage text.
+#[test]
+fn argument_errors_are_one_line() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad = std::ffi::OsStr::from_bytes(b"caf\xe9");
+    let o = cosid()
+        .args([std::ffi::OsStr::new("parse"), bad])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("cosid: error: argument 2 ('caf\u{fffd}') is not valid UTF-8"),
+        "{err}"
+    );
+    let o = cosid()
+        .args([
+            std::ffi::OsStr::new("next"),
+            std::ffi::OsStr::new("--config"),
+            bad,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    for args in [
+        &["next", "--countt", "1"][..],
+        &["nope"],
+        &["parse", "--format"],
+    ] {
+        let o = run(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("cosid: error: ") && err.contains("cosid --help"),
+            "{err}"
+        );
+    }
+    // Help and version stay clap's.
+    let o = run(&["--version"]);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).starts_with("cosid "));
+    let o = run(&["next", "--help"]);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("Usage"));
+}
+
+/// `cosid slots` shows each slot's next floor (docs/migrating-from-cosid.md, section 4): after
+/// a migration every next floor is at least the cut-over time.
+#[test]
+fn slots_shows_each_slots_next_floor() {
+    let (_dir, store) = sqlite_store();
+    common::ok(&[
+        "next",
+        "--store",
+        &store,
+        "--namespace",
+        "nf",
+        "--ttl",
+        "1s",
+    ]);
+    let t = "2099-01-01T00:00:00.000Z";
+    common::ok(&[
+        "migrate",
+        "--store",
+        &store,
+        "--namespace",
+        "nf",
+        "--not-before",
+        t,
+    ]);
+    let table = common::ok(&["slots", "--store", &store, "--namespace", "nf"]);
+    let mut lines = table.lines().skip(1);
+    let header = lines.next().unwrap();
+    assert!(header.trim_end().ends_with("next-floor"), "{table}");
+    let rows: Vec<&str> = lines.collect();
+    assert!(!rows.is_empty(), "{table}");
+    for row in rows {
+        assert!(row.trim_end().ends_with(t), "{table}");
+    }
+}
