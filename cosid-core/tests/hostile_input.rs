@@ -142,9 +142,11 @@ fn owner_key_and_namespace_have_length_limits() {
     // A configuration built in code (as a binding may) meets the same bounds when it starts.
     let mut config = Config::from_yaml("cosid: {machine: {lease: {store: 'memory:'}}}").unwrap();
     config.namespace = "n".repeat(MAX_NAMESPACE_BYTES + 1);
-    let e = cosid_core::Runtime::new(config.clone())
-        .err()
-        .expect("refused");
+    let refused = |config: Config| match cosid_core::Runtime::new(config) {
+        Ok(_) => panic!("the runtime started"),
+        Err(e) => e,
+    };
+    let e = refused(config.clone());
     assert!(
         e.message().contains("the namespace is 129 bytes long"),
         "{e}"
@@ -153,7 +155,7 @@ fn owner_key_and_namespace_have_length_limits() {
     if let cosid_core::config::Machine::Lease(l) = &mut config.machine {
         l.owner_key = Some("k".repeat(4_000_000));
     }
-    let e = cosid_core::Runtime::new(config).err().expect("refused");
+    let e = refused(config);
     assert!(
         e.message().contains("the owner key is 4000000 bytes long"),
         "{e}"
