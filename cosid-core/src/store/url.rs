@@ -70,6 +70,13 @@ impl StoreUrl {
         if t.is_empty() {
             return Err(bad("is empty"));
         }
+        // Every message shows the URL (redacted): a newline or another control character in it
+        // would break the message's one line, and no URL holds one unencoded.
+        if t.chars().any(char::is_control) {
+            return Err(bad(
+                "holds a control character (a newline, a tab, …); percent-encode it (%0A, %09)",
+            ));
+        }
         let Some((scheme, rest)) = t.split_once(':') else {
             return Err(bad("has no scheme"));
         };
@@ -580,6 +587,11 @@ mod tests {
             ("mysql://u:pw@/db", "'mysql:…' has no host"),
             ("mariadb:h/db", "'mariadb:…' must have //"),
             ("memory:a b", "'memory:…' has a memory store name"),
+            ("redis://h\n/0", "'redis:…' holds a control character"),
+            (
+                "postgres://u:p\tw@h/db",
+                "'postgres:…' holds a control character",
+            ),
         ] {
             let e = StoreUrl::parse(bad).unwrap_err();
             assert!(e.message().contains(shown), "{bad:?}: {e}");
