@@ -135,7 +135,10 @@ struct MigrateArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse_from(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(e) => return argument_error(e),
+    };
     let result = match cli.command {
         Command::Next(a) => match cmd_next(a) {
             // Cut short by SIGINT or SIGTERM: the slot was released.
@@ -156,6 +159,45 @@ fn main() -> ExitCode {
     }
 }
 
+/// A command line clap refused, as one `cosid: error: …` line (exit status 2) like every other
+/// error, instead of clap's usage text; help and version are printed as clap prints them.
+fn argument_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind as Kind;
+    let said = match e.kind() {
+        Kind::DisplayHelp
+        | Kind::DisplayVersion
+        | Kind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+        // clap does not say which one: the first, shown lossily and cut.
+        Kind::InvalidUtf8 => match std::env::args_os()
+            .enumerate()
+            .skip(1)
+            .find(|(_, a)| a.to_str().is_none())
+        {
+            Some((n, a)) => format!(
+                "argument {n} ('{}') is not valid UTF-8; give paths and values as UTF-8 text",
+                cosid_core::bounds::quote_at_most(&a.to_string_lossy(), 80)
+            ),
+            None => "an argument is not valid UTF-8; give paths and values as UTF-8 text".into(),
+        },
+        // clap's first line names the problem ("unexpected argument 'x' found"); its usage
+        // lines follow, which `--help` shows.
+        _ => {
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            format!(
+                "{}; see cosid --help",
+                cosid_core::bounds::quote_at_most(first, 300)
+            )
+        }
+    };
+    eprintln!("cosid: error: {}", one_line(&said));
+    ExitCode::from(2)
+}
+
 /// Distinct exit codes per kind of failure, so scripts can tell them apart.
 fn exit_code(kind: ErrorKind) -> u8 {
     match kind {
@@ -174,6 +216,7 @@ fn build_config(args: &RuntimeArgs) -> cosid_core::Result<Config> {
         if ns.is_empty() {
             return Err(Error::new(ErrorKind::Config, "--namespace is empty"));
         }
+        cosid_core::bounds::check_len("--namespace", ns, cosid_core::bounds::MAX_NAMESPACE_BYTES)?;
         config.namespace = ns.clone();
     }
     let lease_flags = args.store.is_some()
@@ -217,7 +260,8 @@ fn build_config(args: &RuntimeArgs) -> cosid_core::Result<Config> {
                 let flagged = e
                     .message()
                     .replacen("cosid.machine.lease.ttl", "--ttl", 1)
-                    .replacen("cosid.machine.lease.tolerance", "--tolerance", 1);
+                    .replacen("cosid.machine.lease.tolerance", "--tolerance", 1)
+                    .replacen("cosid.machine.lease.owner-key", "--owner-key", 1);
                 Error::new(ErrorKind::Config, flagged)
             })?;
         }
@@ -414,6 +458,11 @@ fn open_existing_store(
 }
 
 fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
+    cosid_core::bounds::check_len(
+        "--namespace",
+        &a.namespace,
+        cosid_core::bounds::MAX_NAMESPACE_BYTES,
+    )?;
     let store = open_existing_store(&a.store, "--store")?;
     let snap = store.snapshot(&a.namespace)?;
     let now = snap.slots.store_now;
@@ -448,8 +497,8 @@ fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
         );
         let _ = writeln!(
             out,
-            "{:>5}  {:<8}  {:<32}  {:>6}  {:<24}  {:<24}  {:<24}",
-            "slot", "state", "holder", "fence", "floor", "ceiling", "expires"
+            "{:>5}  {:<8}  {:<32}  {:>6}  {:<24}  {:<24}  {:<24}  {:<24}",
+            "slot", "state", "holder", "fence", "floor", "ceiling", "expires", "next-floor"
         );
     }
     for v in &slots {
@@ -482,14 +531,15 @@ fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
         } else {
             let _ = writeln!(
                 out,
-                "{:>5}  {:<8}  {:<32}  {:>6}  {:<24}  {:<24}  {:<24}",
+                "{:>5}  {:<8}  {:<32}  {:>6}  {:<24}  {:<24}  {:<24}  {:<24}",
                 r.slot,
                 state,
                 holder,
                 r.fence,
                 t(r.floor),
                 t(r.ceiling),
-                t(r.expires_at)
+                t(r.expires_at),
+                t(r.next_floor)
             );
         }
     }
@@ -572,6 +622,11 @@ fn cmd_migrate(a: MigrateArgs) -> cosid_core::Result<()> {
         );
         return Ok(());
     }
+    cosid_core::bounds::check_len(
+        "--namespace",
+        &a.namespace,
+        cosid_core::bounds::MAX_NAMESPACE_BYTES,
+    )?;
     let url = a.store.as_deref().unwrap_or_default();
     let store = open_existing_store(url, "--store")?;
     // The namespace checks a runtime makes (its name), so that migrate cannot write a namespace

@@ -375,3 +375,142 @@ fn owner_keys_in_events_on_stderr_are_escaped() {
     );
     assert_eq!(stop(h, libc::SIGTERM).code(), Some(0));
 }
+
+/// `--config` naming a FIFO (whose plain open waits for a writer forever) or a device that
+/// never ends: one error line at once, naming the file and what it is.
+#[test]
+fn a_config_that_is_a_fifo_or_a_device_fails_at_once_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mkfifo on a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let fifo = fifo.to_str().unwrap();
+    for (args, says) in [
+        (vec!["next", "--config", fifo], "a FIFO, not a regular file"),
+        (
+            vec!["parse", "--config", fifo, "1"],
+            "a FIFO, not a regular file",
+        ),
+        (
+            vec!["next", "--config", "/dev/zero"],
+            "a character device, not a regular file",
+        ),
+    ] {
+        let o = run(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("cosid: error: "), "{args:?}: {err}");
+        assert!(
+            err.contains(says) && err.contains(args[2]),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// `--namespace` and `--owner-key` past their limits: one short line naming the flag and the
+/// limit, not the whole value.
+#[test]
+fn namespace_and_owner_key_flags_past_their_limits_fail_in_one_short_line() {
+    let (_dir, store) = sqlite_store();
+    let long = "x".repeat(100_000); // one argument: under the kernel's 128 KiB
+    for (flag, says) in [
+        (
+            "--namespace",
+            "--namespace is 100000 bytes long, more than the limit of 128",
+        ),
+        (
+            "--owner-key",
+            "--owner-key is 100000 bytes long, more than the limit of 512",
+        ),
+    ] {
+        let o = run(&["next", "--store", &store, flag, &long]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {err}");
+        assert_eq!(err.lines().count(), 1, "{flag}: {err}");
+        assert!(err.contains(says) && err.len() < 300, "{flag}: {err}");
+    }
+}
+
+/// A non-UTF-8 argument, or any argument clap refuses: one `cosid: error:` line, exit 2, not
+/// clap's usage text.
+#[test]
+fn argument_errors_are_one_line() {
+    use std::os::unix::ffi::OsStrExt;
+    let bad = std::ffi::OsStr::from_bytes(b"caf\xe9");
+    let o = cosid()
+        .args([std::ffi::OsStr::new("parse"), bad])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("cosid: error: argument 2 ('caf\u{fffd}') is not valid UTF-8"),
+        "{err}"
+    );
+    let o = cosid()
+        .args([
+            std::ffi::OsStr::new("next"),
+            std::ffi::OsStr::new("--config"),
+            bad,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    for args in [
+        &["next", "--countt", "1"][..],
+        &["nope"],
+        &["parse", "--format"],
+    ] {
+        let o = run(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("cosid: error: ") && err.contains("cosid --help"),
+            "{err}"
+        );
+    }
+    // Help and version stay clap's.
+    let o = run(&["--version"]);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).starts_with("cosid "));
+    let o = run(&["next", "--help"]);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("Usage"));
+}
+
+/// `cosid slots` shows each slot's next floor (docs/migrating-from-cosid.md, section 4): after
+/// a migration every next floor is at least the cut-over time.
+#[test]
+fn slots_shows_each_slots_next_floor() {
+    let (_dir, store) = sqlite_store();
+    common::ok(&[
+        "next",
+        "--store",
+        &store,
+        "--namespace",
+        "nf",
+        "--ttl",
+        "1s",
+    ]);
+    let t = "2099-01-01T00:00:00.000Z";
+    common::ok(&[
+        "migrate",
+        "--store",
+        &store,
+        "--namespace",
+        "nf",
+        "--not-before",
+        t,
+    ]);
+    let table = common::ok(&["slots", "--store", &store, "--namespace", "nf"]);
+    let mut lines = table.lines().skip(1);
+    let header = lines.next().unwrap();
+    assert!(header.trim_end().ends_with("next-floor"), "{table}");
+    let rows: Vec<&str> = lines.collect();
+    assert!(!rows.is_empty(), "{table}");
+    for row in rows {
+        assert!(row.trim_end().ends_with(t), "{table}");
+    }
+}

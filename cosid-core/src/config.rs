@@ -113,6 +113,13 @@ impl LeaseConfig {
     /// The checks the parser makes on a lease's values, for a configuration changed after
     /// parsing (command-line flags, code): a too short ttl, an acquire-timeout of zero.
     pub fn check(&self) -> Result<()> {
+        if let Some(key) = &self.owner_key {
+            crate::bounds::check_len(
+                "cosid.machine.lease.owner-key",
+                key,
+                crate::bounds::MAX_OWNER_KEY_BYTES,
+            )?;
+        }
         if self.ttl < Duration::from_millis(30) {
             return Err(Error::config(format!(
                 "cosid.machine.lease.ttl {} is too short; use at least 30ms (30s is the default)",
@@ -228,29 +235,22 @@ impl Config {
 
     /// Reads and parses a configuration file.
     pub fn from_path(path: &Path) -> Result<Config> {
-        use std::io::Read;
-        let cannot = |e: std::io::Error| {
+        // Opened without blocking and read to at most one byte past the limit, so a FIFO,
+        // /dev/zero or a huge file fails at once (crate::bounds::read_file).
+        let bytes = crate::bounds::read_file(path, MAX_CONFIG_BYTES as u64).map_err(|e| {
+            let message = format!("cannot read configuration file '{}': {e}", path.display());
+            match e {
+                crate::bounds::FileError::Io(io) => Error::config(message).with_source(io),
+                _ => Error::config(message),
+            }
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
             Error::config(format!(
-                "cannot read configuration file '{}'",
-                path.display()
+                "configuration file '{}' is not UTF-8 text (bad byte at offset {})",
+                path.display(),
+                e.utf8_error().valid_up_to()
             ))
-            .with_source(e)
-        };
-        // At most one byte past the limit is read, so a huge file (or /dev/zero) fails at once.
-        let mut text = String::new();
-        std::fs::File::open(path)
-            .and_then(|f| {
-                f.take(MAX_CONFIG_BYTES as u64 + 1)
-                    .read_to_string(&mut text)
-            })
-            .map_err(cannot)?;
-        if text.len() > MAX_CONFIG_BYTES {
-            return Err(Error::config(format!(
-                "configuration file '{}' is larger than the limit of {MAX_CONFIG_BYTES} bytes \
-                 (1 MiB)",
-                path.display()
-            )));
-        }
+        })?;
         Config::from_yaml(&text)
             .map_err(|e| Error::config(format!("{} (in '{}')", e.message(), path.display())))
     }
@@ -322,6 +322,11 @@ impl Config {
                 "cosid.namespace is empty; give the namespace a name",
             ));
         }
+        crate::bounds::check_len(
+            "cosid.namespace",
+            &namespace,
+            crate::bounds::MAX_NAMESPACE_BYTES,
+        )?;
         let max_wait = match k.take("max-wait") {
             Some(v) => duration(v, "cosid.max-wait")?,
             None => DEFAULT_MAX_WAIT,
@@ -333,7 +338,7 @@ impl Config {
                     Error::config(format!(
                         "cosid.fork '{}' is not a fork policy; use new-slot (a forked child takes \
                          a slot of its own on first use) or fail (it fails with Forked)",
-                        name.escape_debug()
+                        crate::bounds::quote(&name)
                     ))
                 })?
             }
@@ -395,7 +400,8 @@ fn parse_layout(v: &Value) -> Result<Layout> {
             let name = scalar_string(v, "cosid.snowflake.timestamp-unit")?;
             TimeUnit::from_name(&name).ok_or_else(|| {
                 Error::config(format!(
-                    "cosid.snowflake.timestamp-unit '{name}' is not a unit; use ms or s"
+                    "cosid.snowflake.timestamp-unit '{}' is not a unit; use ms or s",
+                    crate::bounds::quote(&name)
                 ))
             })?
         }
@@ -854,10 +860,28 @@ pub fn expand_env(text: &str, key: &str) -> Result<String> {
                 )))
             }
         }
+        // Checked as the value grows: `${BIG}` written many times stops here, not after
+        // building a value of gigabytes.
+        if out.len() > crate::bounds::MAX_VALUE_BYTES {
+            return Err(too_long_expansion(key));
+        }
         rest = &after[end + 1..];
     }
     out.push_str(rest);
+    if out.len() > crate::bounds::MAX_VALUE_BYTES {
+        return Err(too_long_expansion(key));
+    }
     Ok(out)
+}
+
+/// The error of a value longer than [`crate::bounds::MAX_VALUE_BYTES`] once expanded (not
+/// quoted: the environment may hold a password).
+fn too_long_expansion(key: &str) -> Error {
+    Error::config(format!(
+        "{key}: the value with its ${{VAR}} expanded is longer than the limit of {} bytes (64 \
+         KiB); check the variables it names (the value is not shown, as it may hold a password)",
+        crate::bounds::MAX_VALUE_BYTES
+    ))
 }
 
 fn duration(v: &Value, key: &str) -> Result<Duration> {
@@ -881,10 +905,12 @@ fn optional_integer(v: &Value, key: &str) -> Result<Option<i64>> {
     if s.trim().is_empty() {
         return Ok(None);
     }
-    s.trim()
-        .parse::<i64>()
-        .map(Some)
-        .map_err(|_| Error::config(format!("{key} '{s}' is not a whole number")))
+    s.trim().parse::<i64>().map(Some).map_err(|_| {
+        Error::config(format!(
+            "{key} '{}' is not a whole number",
+            crate::bounds::quote(&s)
+        ))
+    })
 }
 
 fn boolean(v: &Value, key: &str) -> Result<bool> {
@@ -1155,6 +1181,11 @@ mod tests {
     #[test]
     fn a_huge_file_is_refused_without_reading_it_whole() {
         let e = Config::from_path(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.message().contains("not a regular file"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.yaml");
+        std::fs::write(&big, vec![b'#'; MAX_CONFIG_BYTES + 1]).unwrap();
+        let e = Config::from_path(&big).unwrap_err();
         assert!(e.message().contains("limit of 1048576 bytes"), "{e}");
     }
 

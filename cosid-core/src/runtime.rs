@@ -280,6 +280,17 @@ fn start_keeper(
                 None => crate::store::open_with_clock(&lease.store, clock.clone())?,
             };
             let owner = owner.unwrap_or_else(|| Owner::new(owner_key(lease)));
+            // A configuration built in code skips the parser's checks: the bounds hold here too.
+            crate::bounds::check_len(
+                "the namespace",
+                &config.namespace,
+                crate::bounds::MAX_NAMESPACE_BYTES,
+            )?;
+            crate::bounds::check_len(
+                "the owner key",
+                &owner.key,
+                crate::bounds::MAX_OWNER_KEY_BYTES,
+            )?;
             let terms = Terms {
                 ttl_ms: lease.ttl.as_millis() as i64,
                 tolerance_ms: lease.tolerance.as_millis() as i64,

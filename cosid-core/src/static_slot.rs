@@ -78,7 +78,8 @@ pub fn decode_state(text: &str, path: &Path) -> Result<i64> {
 
 /// Reads the ceiling in `path`: `Ok(None)` if the file does not exist.
 pub fn read_state(path: &Path) -> Result<Option<i64>> {
-    match std::fs::read(path) {
+    // Through the bounded reader: a state path naming a FIFO or a device fails at once.
+    match crate::bounds::read_file(path, crate::bounds::MAX_STATE_FILE_BYTES) {
         Ok(bytes) => {
             let text = String::from_utf8(bytes).map_err(|_| {
                 Error::new(
@@ -88,8 +89,8 @@ pub fn read_state(path: &Path) -> Result<Option<i64>> {
             })?;
             decode_state(&text, path).map(Some)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::new(
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(crate::bounds::FileError::Io(e)) => Err(Error::new(
             ErrorKind::StateFile,
             format!(
                 "cannot read state file '{}'; check its permissions",
@@ -97,6 +98,10 @@ pub fn read_state(path: &Path) -> Result<Option<i64>> {
             ),
         )
         .with_source(e)),
+        Err(e) => Err(Error::new(
+            ErrorKind::StateFile,
+            format!("cannot read state file '{}': {e}", path.display()),
+        )),
     }
 }
 

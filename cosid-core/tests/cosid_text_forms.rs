@@ -555,6 +555,14 @@ fn affix_options_are_checked_and_written_back() {
             "more than the 32",
         ),
         ("dec,suffix=%0A", "control character"),
+        // Bidirectional overrides and isolates, zero-width characters: format characters.
+        ("dec,prefix=A%E2%80%AEB", "format character U+202E"),
+        ("dec,suffix=%E2%81%A6x", "format character U+2066"),
+        ("dec,prefix=a%E2%80%8Bb", "format character U+200B"),
+        (
+            "dec,date-prefix=yyMMdd,date-delimiter=%E2%80%8F",
+            "format character U+200F",
+        ),
         ("dec,prefix=%zz", "percent-encoded"),
         ("dec,prefix=a,prefix=b", "gives prefix twice"),
         ("dec,prefx=a", "date-before-prefix=true|false"),

@@ -154,6 +154,34 @@ proptest! {
         data.extend_from_slice(text.as_bytes());
         checks::store_url(&data);
     }
+
+    /// Issue 32: whatever its name, a parameter given twice is refused by every network scheme,
+    /// and so is one with a capital letter (every parameter a store takes is lower case); the
+    /// message never holds a value.
+    #[test]
+    fn store_url_parameters_twice_or_capitalised_are_refused(sel in any::<u8>(), key in
+        "[a-zA-Z_%0-9-]{1,16}"
+    ) {
+        const NETWORK: [&str; 12] = [
+            "redis://", "rediss://", "redis+sentinel://", "rediss+sentinel://",
+            "redis+cluster://", "rediss+cluster://", "postgres://", "postgresql://",
+            "etcd://", "etcds://", "mysql://", "mariadb://",
+        ];
+        let scheme = NETWORK[sel as usize % NETWORK.len()];
+        let mut refused = vec![format!("{scheme}h1/0?{key}=VALUE9&{key}=VALUE9")];
+        if key.chars().any(|c| c.is_ascii_uppercase()) {
+            refused.push(format!("{scheme}h1/0?{key}=VALUE9"));
+        }
+        for url in refused {
+            let e = cosid_core::store::StoreUrl::parse(&url).expect_err(&url);
+            prop_assert_eq!(e.kind(), cosid_core::ErrorKind::Config);
+            prop_assert!(
+                e.message().contains("twice") || e.message().contains("does not take"),
+                "{}: {}", url, e
+            );
+            prop_assert!(!e.to_string().contains("VALUE9"), "{}: {}", url, e);
+        }
+    }
 }
 
 #[cfg(any(feature = "redis", feature = "etcd"))]

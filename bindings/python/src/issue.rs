@@ -66,6 +66,10 @@ impl From<cosid_core::Error> for Stop {
 fn reserve<'g>(py: Python<'_>, g: &'g Arc<Generator>, n: usize) -> PyResult<Batch<'g>> {
     let wait = |want: u32, reason, retry_after| {
         let r = if short_wait(reason, retry_after) {
+            // A batch of short waits can be long (a layout of 1 sequence bit issues 2 ids a
+            // millisecond): Ctrl-C is looked for before each one (a flag read, some 10 ns
+            // against a wait of up to 1 ms), before anything is reserved by it.
+            py.check_signals().map_err(Stop)?;
             py.detach(|| g.reserve_waiting(want))
         } else {
             let g = g.clone();

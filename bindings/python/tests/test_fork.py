@@ -363,6 +363,23 @@ def test_ctrl_c_interrupts_a_runtime_waiting_for_a_slot(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(30)
+def test_ctrl_c_interrupts_a_batch_made_of_short_waits(tmp_path: Path) -> None:
+    """Issue 32: with 1 sequence bit a layout issues 2 ids a millisecond, so `next_batch` of a
+    million ids is 500,000 waits of at most 1 ms (each too short to be worth a helper thread).
+    Ctrl-C must stop it, not wait for the batch's end (the test's 30 s timeout before)."""
+    cfg = config(f"sqlite://{tmp_path / 'slots.db'}", None)
+    cfg["cosid"]["snowflake"] = {
+        "timestamp-bits": 41, "node-bits": 10, "sequence-bits": 1,
+    }
+    with cosid.Runtime(cfg) as rt:
+        interrupt_soon()
+        with pytest.raises(KeyboardInterrupt):
+            rt.next_batch(1_000_000)
+        assert rt.stats().ids_issued < 1_000_000
+        rt.next()  # the runtime is still usable
+
+
+@pytest.mark.timeout(30)
 def test_ctrl_c_interrupts_a_long_wait_for_an_id(tmp_path: Path) -> None:
     """Issue 17: `next()` waiting for a renewal (the store is locked by another connection, the
     window ran out; max-wait 120 s) must stop at Ctrl-C."""

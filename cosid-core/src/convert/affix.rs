@@ -246,7 +246,7 @@ impl Default for Affixes {
     }
 }
 
-/// Checks a prefix, suffix or delimiter: at most `max` bytes, no control character.
+/// Checks a prefix, suffix or delimiter: at most `max` bytes, no control or format character.
 pub(crate) fn check_piece(option: &str, value: &str, max: usize) -> Result<()> {
     if value.len() > max {
         return Err(Error::invalid(format!(
@@ -259,6 +259,16 @@ pub(crate) fn check_piece(option: &str, value: &str, max: usize) -> Result<()> {
         return Err(Error::invalid(format!(
             "{option}={} holds a control character; use printable text",
             quoted(value)
+        )));
+    }
+    // A bidirectional override or another format character (U+202E, U+2066, a zero-width
+    // space) reorders or hides what is shown around it: an id's text could read as another.
+    if let Some(c) = value.chars().find(|c| crate::bounds::is_dangerous(*c)) {
+        return Err(Error::invalid(format!(
+            "{option}={} holds the format character U+{:04X}, which changes how the text \
+             around it is shown; use printable text",
+            quoted(value),
+            c as u32
         )));
     }
     Ok(())

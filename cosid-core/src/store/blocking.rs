@@ -118,8 +118,14 @@ impl IoRuntime {
         out
     }
 
-    /// A `Store` error: "store NAME: WHAT: DETAIL", credentials scrubbed.
+    /// A `Store` error: "store NAME: WHAT: DETAIL", credentials scrubbed, and the detail (a
+    /// client's or a server's words: a 20 MiB error reply) cut after
+    /// [`crate::bounds::MAX_DETAIL_CHARS`] characters, on one line.
     pub(crate) fn error(&self, what: &str, detail: &dyn fmt::Display) -> Error {
+        // Scrubbed before it is cut, so that a cut cannot leave a piece of a password that the
+        // scrub no longer recognises.
+        let detail = self.scrub(&detail.to_string());
+        let detail = crate::bounds::quote_at_most(&detail, crate::bounds::MAX_DETAIL_CHARS);
         Error::store(self.scrub(&format!("store {}: {what}: {detail}", self.name)))
     }
 
@@ -302,6 +308,34 @@ mod tests {
             .collect();
         let got = handles.into_iter().map(|h| h.join().unwrap()).collect();
         (got, connects.load(Ordering::SeqCst))
+    }
+
+    #[test]
+    fn a_huge_detail_is_cut_and_kept_on_one_line() {
+        let io = IoRuntime::new(
+            "redis://h".into(),
+            vec!["pw1".into()],
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        let reply = format!("ERR pw1 {}\nsecond line", "x".repeat(20 << 20));
+        let e = io.error("reading", &reply);
+        let m = e.message();
+        assert!(
+            m.starts_with("store redis://h: reading: ERR *** xxx"),
+            "{}",
+            &m[..60]
+        );
+        assert!(
+            m.ends_with(&format!("… ({} bytes in all)", reply.len())),
+            "{}",
+            &m[m.len() - 60..]
+        );
+        assert!(
+            m.len() < 1200 && !m.contains('\n') && !m.contains("pw1"),
+            "{}",
+            m.len()
+        );
     }
 
     #[test]

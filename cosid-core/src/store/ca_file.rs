@@ -8,7 +8,8 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 
 /// The file at `path`, which the URL's parameter `param` of store `name` names: a Config error
-/// when it cannot be read, holds a PEM section that does not parse, or holds no certificate.
+/// when it cannot be read, is not a regular file, is larger than
+/// [`crate::bounds::MAX_CA_FILE_BYTES`], holds a PEM section that does not parse, or holds no certificate.
 ///
 /// Returns its PEM text (for clients that take the file whole: Redis, MySQL) and the
 /// certificates in it (for clients that take a root store: PostgreSQL, etcd).
@@ -20,7 +21,9 @@ pub(super) fn read(
     let unreadable = |e: &dyn std::fmt::Display| {
         Error::config(format!("store '{name}': cannot read {param} '{path}': {e}"))
     };
-    let pem = std::fs::read(path).map_err(|e| unreadable(&e))?;
+    let pem =
+        crate::bounds::read_file(std::path::Path::new(path), crate::bounds::MAX_CA_FILE_BYTES)
+            .map_err(|e| unreadable(&e))?;
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
         .collect::<std::result::Result<_, _>>()
         .map_err(|e| unreadable(&e))?;

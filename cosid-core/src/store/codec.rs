@@ -163,6 +163,9 @@ fn set<T>(slot: &mut Option<T>, value: T) -> bool {
 }
 
 fn bad(place: &str, why: &str) -> Error {
+    // `why` quotes the record's own text (a name, a value), which is whatever the store holds:
+    // cut and on one line, however long the record.
+    let why = crate::bounds::quote_at_most(why, 300);
     Error::store(format!(
         "{place} does not hold a cosid record this version can read ({why}); was it written by \
          another program or a newer cosid?"
@@ -185,13 +188,13 @@ impl<'a> Fields<'a> {
         let mut rest = text.split(' ');
         match rest.next() {
             Some(tag) if tag == format => Ok(Fields { rest, place }),
-            Some(tag) => {
-                let shown: String = tag.chars().take(40).collect();
-                Err(bad(
-                    place,
-                    &format!("format '{shown}', expected '{format}'"),
-                ))
-            }
+            Some(tag) => Err(bad(
+                place,
+                &format!(
+                    "format '{}', expected '{format}'",
+                    crate::bounds::quote_at_most(tag, 40)
+                ),
+            )),
             None => Err(bad(place, "empty")),
         }
     }
@@ -202,7 +205,13 @@ impl<'a> Fields<'a> {
             Some(field) => field
                 .split_once('=')
                 .map(Some)
-                .ok_or_else(|| bad(self.place, &format!("'{field}' is not name=value"))),
+                // Quoted cut: a record is whatever the store holds (20 MiB, newlines).
+                .ok_or_else(|| {
+                    bad(
+                        self.place,
+                        &format!("'{}' is not name=value", crate::bounds::quote(field)),
+                    )
+                }),
         }
     }
 

@@ -352,6 +352,7 @@ pub fn open_with_clock(url: &str, clock: crate::clock::SharedClock) -> Result<Sh
 }
 
 fn open_parsed(url: &StoreUrl) -> Result<SharedStore> {
+    url.check_params()?;
     match url {
         StoreUrl::Memory { name } => Ok(memory::MemoryStore::named(name)),
         #[cfg(feature = "sqlite")]

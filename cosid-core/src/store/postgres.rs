@@ -674,10 +674,15 @@ fn pg_message(e: &tokio_postgres::Error) -> String {
              name the primary in the URL, or list every host \
              (postgres://user@h1:5432,h2:5432/db) with target_session_attrs=read-write",
             db.severity(),
-            db.message(),
+            crate::bounds::quote(db.message()),
             db.code().code()
         ),
-        Some(db) => format!("{}: {} ({})", db.severity(), db.message(), db.code().code()),
+        Some(db) => format!(
+            "{}: {} ({})",
+            db.severity(),
+            crate::bounds::quote(db.message()),
+            db.code().code()
+        ),
         None => {
             let mut text = e.to_string();
             let mut source = std::error::Error::source(e);

@@ -512,7 +512,8 @@ fn client_for(info: ConnectionInfo, ca: Option<&[u8]>) -> redis::RedisResult<Cli
 fn connect_error(e: &RedisError, tls: bool, form: &str) -> String {
     let text = e.to_string();
     let fix = tls_fix(&text, tls, form);
-    format!("{text}{fix}")
+    // The server's words cut, so that the advice after them stays in the message.
+    format!("{}{fix}", crate::bounds::quote(&text))
 }
 
 /// What to change in a URL of the form `form` (with TLS: `tls`) whose connection failed with
@@ -749,6 +750,7 @@ impl RedisStore {
                 url.not_a("a redis://, rediss://, redis+sentinel:// or redis+cluster:// URL")
             );
         };
+        url.check_params()?;
         let name = url.redacted();
         let (raw, restart_guard) = super::url::take_restart_guard(raw, &name)?;
         let parts = Parts::of(raw.trim()).ok_or_else(|| {

@@ -1,5 +1,6 @@
 //! Store URLs, parsed once, with credentials kept out of every message.
 
+use crate::bounds::{MAX_HOSTS, MAX_HOST_BYTES, MAX_STORE_URL_BYTES};
 use crate::error::{Error, Result};
 use std::fmt;
 use std::path::PathBuf;
@@ -69,6 +70,13 @@ impl StoreUrl {
         if t.is_empty() {
             return Err(bad("is empty"));
         }
+        // Every message shows the URL (redacted): a newline or another control character in it
+        // would break the message's one line, and no URL holds one unencoded.
+        if t.chars().any(char::is_control) {
+            return Err(bad(
+                "holds a control character (a newline, a tab, …); percent-encode it (%0A, %09)",
+            ));
+        }
         let Some((scheme, rest)) = t.split_once(':') else {
             return Err(bad("has no scheme"));
         };
@@ -120,7 +128,52 @@ impl StoreUrl {
         if host_part.is_empty() {
             return Err(bad("has no host"));
         }
+        // Hosts are not secret (they follow the last '@'): the messages quote them, cut.
+        let hosts: Vec<&str> = host_part.split(',').collect();
+        if hosts.len() > MAX_HOSTS {
+            return Err(Error::config(format!(
+                "the store URL lists {} hosts, more than the limit of {MAX_HOSTS}; list a few \
+                 (a Cluster's client learns the other nodes from them)",
+                hosts.len()
+            )));
+        }
+        for host in hosts {
+            // The port and an IPv6 address's brackets are not the name.
+            let name = match host.rsplit_once(':') {
+                Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+                _ => host,
+            };
+            let name = name.trim_start_matches('[').trim_end_matches(']');
+            if name.len() > MAX_HOST_BYTES {
+                return Err(Error::config(format!(
+                    "the store URL's host '{}' is {} bytes long, more than the limit of \
+                     {MAX_HOST_BYTES} (a DNS name's)",
+                    crate::bounds::quote_at_most(name, 40),
+                    name.len()
+                )));
+            }
+        }
+        if t.len() > MAX_STORE_URL_BYTES {
+            return Err(bad(&format!(
+                "is {} bytes long, more than the limit of {MAX_STORE_URL_BYTES} (32 KiB)",
+                t.len()
+            )));
+        }
+        check_params(t)?;
         Ok(t.to_string())
+    }
+
+    /// Checks the URL's query against its scheme's table ([`params_of`]), as
+    /// [`StoreUrl::parse`] does: for a `StoreUrl` built by hand, which the stores' `open`
+    /// check again.
+    pub(crate) fn check_params(&self) -> Result<()> {
+        match self {
+            StoreUrl::Redis { url }
+            | StoreUrl::Postgres { url }
+            | StoreUrl::Etcd { url }
+            | StoreUrl::Mysql { url } => check_params(url),
+            StoreUrl::Memory { .. } | StoreUrl::Sqlite { .. } => Ok(()),
+        }
     }
 
     /// The cargo feature that builds this store.
@@ -221,6 +274,145 @@ pub(crate) fn take_restart_guard(raw: &str, name: &str) -> Result<(String, bool)
         url.push_str(fragment);
     }
     Ok((url, guard.unwrap_or(true)))
+}
+
+/// The query parameters each network scheme takes, by the words a message calls its URLs:
+/// the one table every URL is checked against, so that a parameter no store reads (misspelled,
+/// of another case, percent-encoded, another store's) is refused whatever the scheme, never
+/// ignored. `restart-guard` is every scheme's ([`take_restart_guard`] takes it out before the
+/// store reads the rest).
+fn params_of(scheme: &str) -> Option<(&'static str, &'static [&'static str], &'static str)> {
+    Some(match scheme {
+        "redis" | "rediss" => (
+            "Redis",
+            &["replicas", "wait_timeout_ms", "cacert", "restart-guard"],
+            "redis://[user:password@]host[:port][/db][?replicas=N] (rediss:// for TLS)",
+        ),
+        "redis+sentinel" | "rediss+sentinel" => (
+            "Sentinel",
+            &[
+                "replicas",
+                "wait_timeout_ms",
+                "sentinel_user",
+                "sentinel_password",
+                "cacert",
+                "restart-guard",
+            ],
+            "redis+sentinel://[user:password@]sentinel1[:26379][,sentinel2…]/MASTERNAME[/db][?replicas=N]",
+        ),
+        "redis+cluster" | "rediss+cluster" => (
+            "cluster",
+            &["replicas", "wait_timeout_ms", "cacert", "restart-guard"],
+            "redis+cluster://[user:password@]node1[:6379][,node2[:6379]…][/0][?replicas=N]",
+        ),
+        // cosid's own, then the ones tokio-postgres reads from a URL.
+        "postgres" | "postgresql" => (
+            "PostgreSQL",
+            &[
+                "sslmode",
+                "sslrootcert",
+                "target_session_attrs",
+                "restart-guard",
+                "user",
+                "password",
+                "dbname",
+                "options",
+                "application_name",
+                "connect_timeout",
+                "tcp_user_timeout",
+                "keepalives",
+                "keepalives_idle",
+                "keepalives_interval",
+                "keepalives_retries",
+                "channel_binding",
+                "load_balance_hosts",
+                "sslnegotiation",
+            ],
+            "postgres://user[:password]@host[:5432]/db[?sslmode=…]",
+        ),
+        "etcd" | "etcds" => (
+            "etcd",
+            &["cacert", "restart-guard"],
+            "etcd://[user:password@]host:2379[,host:2379…] (etcds://…[?cacert=/ca.pem] for TLS)",
+        ),
+        "mysql" | "mariadb" => (
+            "MySQL",
+            &["ssl-mode", "ssl-ca", "restart-guard"],
+            "mysql://user[:password]@host[:port]/database[?ssl-mode=…&ssl-ca=…]",
+        ),
+        _ => return None,
+    })
+}
+
+/// Refuses a query parameter of `url` that its scheme's table ([`params_of`]) lacks, and one
+/// given twice. The message names the parameter (when it is short and plain, and is written
+/// `key=value`: a bare word may be a pasted password) but never a value, and shows the URL up
+/// to its query only, redacted.
+fn check_params(url: &str) -> Result<()> {
+    let Some((scheme, _)) = url.split_once("://") else {
+        return Ok(());
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    let Some((kind, table, form)) = params_of(&scheme) else {
+        return Ok(());
+    };
+    // The query starts after the host, which follows the last '@' (a password may hold '?').
+    let host_at = url.rfind('@').unwrap_or(0);
+    let Some(q) = url[host_at..].find('?').map(|i| i + host_at) else {
+        return Ok(());
+    };
+    let query = url[q + 1..].split('#').next().unwrap_or("");
+    let base = redact(&url[..q]);
+    let shown = |pair: &str| match pair.split_once('=') {
+        Some((k, _))
+            if k.len() <= 40
+                && k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-.%+".contains(c)) =>
+        {
+            format!("'{k}'")
+        }
+        Some(_) => "(a name not shown)".to_string(),
+        None => "without '=' (not shown, as it may be a password)".to_string(),
+    };
+    let mut seen: Vec<&str> = Vec::new();
+    // After a credential's key, what looks like a pair may be a piece of its value (a password
+    // holding '&' or '='): as `redact` hides it all, no name from there on is shown.
+    let mut after_secret = false;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let key = pair.split_once('=').map(|(k, _)| k);
+        let hidden = after_secret;
+        let shown = |pair: &str| match hidden {
+            true => "(not shown, as it follows a credential)".to_string(),
+            false => shown(pair),
+        };
+        after_secret |= key.is_some_and(is_secret_key);
+        match key {
+            Some(k) if table.contains(&k) => {
+                if seen.contains(&k) {
+                    return Err(Error::config(format!(
+                        "store URL '{base}?…' gives the parameter '{k}' twice; give it once"
+                    )));
+                }
+                seen.push(k);
+            }
+            _ => {
+                let elsewhere = match key {
+                    Some("sentinel_user" | "sentinel_password") => {
+                        "; only a redis+sentinel:// URL takes sentinel_user and sentinel_password"
+                    }
+                    _ => "",
+                };
+                return Err(Error::config(format!(
+                    "store URL '{base}?…' has the parameter {} that a {kind} URL does not take \
+                     (it takes {}; names are case-sensitive and not percent-encoded){elsewhere}; \
+                     use {form}",
+                    shown(pair),
+                    table.join(", ")
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The schemes of [`StoreUrl::parse`].
@@ -402,10 +594,106 @@ mod tests {
             ("mysql://u:pw@/db", "'mysql:…' has no host"),
             ("mariadb:h/db", "'mariadb:…' must have //"),
             ("memory:a b", "'memory:…' has a memory store name"),
+            ("redis://h\n/0", "'redis:…' holds a control character"),
+            (
+                "postgres://u:p\tw@h/db",
+                "'postgres:…' holds a control character",
+            ),
         ] {
             let e = StoreUrl::parse(bad).unwrap_err();
             assert!(e.message().contains(shown), "{bad:?}: {e}");
         }
+    }
+
+    #[test]
+    fn every_scheme_refuses_a_parameter_it_does_not_take_or_gets_twice() {
+        for (url, says) in [
+            (
+                "redis://h/0?replica=1",
+                "parameter 'replica' that a Redis URL",
+            ),
+            ("redis://h/0?Replicas=1", "parameter 'Replicas'"),
+            ("redis://h/0?replicas%3D1", "without '='"),
+            ("redis://h/0?replicas%3D1=2", "parameter 'replicas%3D1'"),
+            ("redis://h/0?replcias=2", "parameter 'replcias'"),
+            (
+                "redis://h/0?replicas=1&replicas=0",
+                "gives the parameter 'replicas' twice",
+            ),
+            ("rediss://h/0?protocol=resp3", "parameter 'protocol'"),
+            (
+                "redis://h/0?sentinel_user=u",
+                "only a redis+sentinel:// URL takes",
+            ),
+            ("redis+sentinel://s/m?replica=1", "that a Sentinel URL"),
+            ("redis+cluster://n/0?replica=1", "that a cluster URL"),
+            ("postgres://u@h/db?sslmod=require", "parameter 'sslmod'"),
+            ("postgres://u@h/db?sslmode=require&sslmode=disable", "twice"),
+            (
+                "etcd://h:2379?cacrt=/x",
+                "parameter 'cacrt' that a etcd URL",
+            ),
+            ("mysql://u@h/db?ssl_mode=required", "parameter 'ssl_mode'"),
+            ("mariadb://u@h/db?ssl-ca=/a&ssl-ca=/b", "twice"),
+        ] {
+            let e = StoreUrl::parse(url).unwrap_err();
+            assert_eq!(e.kind(), crate::ErrorKind::Config, "{url}: {e}");
+            assert!(e.message().contains(says), "{url}: {e}");
+        }
+        // Never a value, nor a bare word (a password pasted in the wrong place).
+        for url in [
+            "redis://h/0?replica=S3CRET",
+            "redis://h/0?S3CRET",
+            "postgres://u@h/db?x=S3CRET",
+            "redis://u:S3CRET@h/0?replica=1",
+            "postgres://u@h/db?password=pa&S3CRET=1",
+            "postgres://u@h/db?password=pa&S3CRET",
+        ] {
+            let e = StoreUrl::parse(url).unwrap_err();
+            assert!(!e.to_string().contains("S3CRET"), "{url}: {e}");
+        }
+        for url in [
+            "redis://h/0?replicas=1&wait_timeout_ms=50&restart-guard=off",
+            "rediss://h/0?cacert=%2Fca.pem",
+            "redis+sentinel://s/m?sentinel_user=u&sentinel_password=p&replicas=1",
+            "postgres://u@h/db?sslmode=verify-full&sslrootcert=/ca&application_name=x",
+            "etcds://h:2379?cacert=/ca.pem&restart-guard=off",
+            "mysql://u@h/db?ssl-mode=verify_ca&ssl-ca=/ca.pem",
+            // A password holding '?' and '=' is not a query.
+            "redis://u:p?replica=1@h/0",
+        ] {
+            StoreUrl::parse(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        }
+    }
+
+    #[test]
+    fn hosts_and_lengths_past_their_limits_are_refused_naming_the_limit() {
+        let seeds = vec!["n:7000"; MAX_HOSTS + 1].join(",");
+        let e = StoreUrl::parse(&format!("redis+cluster://{seeds}/0")).unwrap_err();
+        assert!(
+            e.message().contains("65 hosts, more than the limit of 64"),
+            "{e}"
+        );
+        let ok = vec!["n:7000"; MAX_HOSTS].join(",");
+        StoreUrl::parse(&format!("redis+cluster://{ok}/0")).unwrap();
+        let long = "h".repeat(100_000);
+        for url in [
+            format!("redis://{long}:6379/0"),
+            format!("etcd://a:2379,{long}"),
+            format!("postgres://u:pw@[{long}]:5432/db"),
+        ] {
+            let e = StoreUrl::parse(&url).unwrap_err();
+            assert!(
+                e.message()
+                    .contains("100000 bytes long, more than the limit of 253"),
+                "{e}"
+            );
+            assert!(e.message().len() < 300, "{}", e.message().len());
+        }
+        StoreUrl::parse(&format!("redis://{}:6379/0", "h".repeat(253))).unwrap();
+        let e = StoreUrl::parse(&format!("redis://h/0?cacert={}", "x".repeat(40_000))).unwrap_err();
+        assert!(e.message().contains("more than the limit of 32768"), "{e}");
+        assert!(!e.message().contains("xxxx"), "{e}");
     }
 
     #[test]

@@ -39,10 +39,15 @@ const MAX_IN_FLIGHT: usize = 32;
 const MAX_IDLE: usize = MAX_IN_FLIGHT;
 /// An idle connection older than this is closed rather than reused.
 const IDLE_LIFE: Duration = Duration::from_secs(30);
-/// Bounds on what the server may send: one header line, the header count, one body.
+/// Bounds on what the server may send: one header line, the header count, one body (a
+/// namespace's snapshot is one answer: some 500 bytes a slot, so this holds 2^19 slots). Memory
+/// follows the bytes that arrive, never a size the server declares: a `Content-Length` or a
+/// chunk size is checked against the limit, then read in steps of [`READ_STEP`].
 const MAX_LINE: usize = 16 << 10;
 const MAX_HEADERS: usize = 128;
 const MAX_BODY: usize = 256 << 20;
+/// The most memory set aside ahead of the bytes that fill it.
+const READ_STEP: usize = 64 << 10;
 
 /// One member of the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -350,7 +355,8 @@ fn interpret(status: u16, body: Vec<u8>) -> Result<Vec<u8>, CallError> {
     let message = field("message")
         .or_else(|| field("error"))
         .and_then(Value::as_str)
-        .map(str::to_string)
+        // etcd's words, or any server's: quoted, cut (a 10 MiB message stays one line).
+        .map(crate::bounds::quote)
         .unwrap_or_else(|| shorten(&String::from_utf8_lossy(&body)));
     let code = field("code").and_then(Value::as_i64).unwrap_or(-1);
     Err(CallError::Server {
@@ -360,12 +366,9 @@ fn interpret(status: u16, body: Vec<u8>) -> Result<Vec<u8>, CallError> {
     })
 }
 
+/// Foreign text (a status line, a header, a body) for a message: trimmed, on one line, cut.
 fn shorten(s: &str) -> String {
-    let s = s.trim();
-    match s.char_indices().nth(200) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
+    crate::bounds::quote(s.trim())
 }
 
 /// Sends one request and reads its answer: `(status, body, connection reusable)`.
@@ -440,12 +443,10 @@ async fn exchange(
         read_chunked(io).await?
     } else if let Some(len) = length {
         if len > MAX_BODY {
-            return Err(format!("an answer of {len} bytes is too large"));
+            return Err(too_large(len));
         }
-        let mut buf = vec![0; len];
-        io.read_exact(&mut buf)
-            .await
-            .map_err(|e| format!("reading the answer: {e}"))?;
+        let mut buf = Vec::new();
+        read_exactly(io, &mut buf, len).await?;
         buf
     } else {
         keep_alive = false;
@@ -455,11 +456,50 @@ async fn exchange(
             .await
             .map_err(|e| format!("reading the answer: {e}"))?;
         if buf.len() > MAX_BODY {
-            return Err("the answer is too large".into());
+            return Err(too_large(buf.len()));
         }
         buf
     };
     Ok((status, body, keep_alive))
+}
+
+/// The error of an answer past [`MAX_BODY`] (`len`: its declared size, or what arrived).
+fn too_large(len: usize) -> String {
+    format!(
+        "an answer of at least {len} bytes is larger than the limit of {}",
+        crate::bounds::bytes_text(MAX_BODY as u64)
+    )
+}
+
+/// Appends exactly `len` more bytes of `io` to `buf`, growing it only as they arrive (at most
+/// [`READ_STEP`] ahead): a size the server declares and never sends costs no memory.
+async fn read_exactly(
+    io: &mut BufReader<Box<dyn Io>>,
+    buf: &mut Vec<u8>,
+    len: usize,
+) -> Result<(), String> {
+    let end = buf.len() + len;
+    while buf.len() < end {
+        let start = buf.len();
+        let step = (end - start).min(READ_STEP);
+        buf.resize(start + step, 0);
+        let n = io
+            .read(&mut buf[start..])
+            .await
+            .map_err(|e| format!("reading the answer: {e}"));
+        match n {
+            Ok(0) => {
+                buf.truncate(start);
+                return Err("the server closed the connection mid-answer".into());
+            }
+            Ok(n) => buf.truncate(start + n),
+            Err(e) => {
+                buf.truncate(start);
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A chunked body, trailers read and dropped.
@@ -475,13 +515,9 @@ async fn read_chunked(io: &mut BufReader<Box<dyn Io>>) -> Result<Vec<u8>, String
         }
         // `body` never holds more than `MAX_BODY`, so this cannot wrap, whatever size is sent.
         if size > MAX_BODY - body.len() {
-            return Err("the answer is too large".into());
+            return Err(too_large(body.len().saturating_add(size)));
         }
-        let start = body.len();
-        body.resize(start + size, 0);
-        io.read_exact(&mut body[start..])
-            .await
-            .map_err(|e| format!("reading the answer: {e}"))?;
+        read_exactly(io, &mut body, size).await?;
         if !read_line(io).await?.is_empty() {
             return Err("a chunk does not end where its size says".into());
         }
@@ -739,7 +775,7 @@ mod tests {
             (b"SSH-2.0-OpenSSH\r\n\r\n", "not an HTTP answer"),
             (
                 b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{}",
-                "reading the answer",
+                "closed the connection mid-answer",
             ),
             (
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
@@ -753,11 +789,11 @@ mod tests {
             (
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
                   1\r\na\r\nffffffffffffffff\r\n",
-                "too large",
+                "larger than the limit of 268435456 bytes (256 MiB)",
             ),
             (
                 b"HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551615\r\n\r\n",
-                "too large",
+                "larger than the limit",
             ),
         ] {
             let e = answered(answer).expect_err(why);
