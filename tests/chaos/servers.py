@@ -314,6 +314,9 @@ class Redis(Server):
         self.data.mkdir(parents=True, exist_ok=True)
         self.tls = tls  # {"cert":…, "key":…, "ca":…}
         self.extra: list[str] = []  # more `--name value` settings
+        #: RDB persistence instead of the fsynced append-only file: only what `save()` wrote
+        #: survives a kill (no automatic saves), as on a server that snapshots now and then
+        self.rdb = False
 
     def clock_env(self, clock_file: Path) -> dict[str, str]:
         # libfaketime cannot run redis-server (its jemalloc recurses into clock_gettime while
@@ -327,9 +330,13 @@ class Redis(Server):
             "--protected-mode", "yes",
             "--dir", str(self.data),
             "--save", "",
+        ]
+        if self.rdb:
+            cmd += ["--appendonly", "no", "--dbfilename", "dump.rdb"]
+        else:
             # Every acknowledged write is on disk before the reply: a SIGKILL loses nothing.
-            "--appendonly", "yes",
-            "--appendfsync", "always",
+            cmd += ["--appendonly", "yes", "--appendfsync", "always"]
+        cmd += [
             "--requirepass", self.password,
             "--daemonize", "no",
             "--loglevel", "notice",
@@ -350,6 +357,31 @@ class Redis(Server):
     def wipe(self) -> None:
         shutil.rmtree(self.data, ignore_errors=True)
         self.data.mkdir(parents=True, exist_ok=True)
+
+    def command_reply(self, *args: str):
+        """One command on the running server (with the password); its reply."""
+        return resp(self.port, *args, password=self.password, timeout=10.0)
+
+    def flushall(self) -> None:
+        """`FLUSHALL` on the running server: every key gone, no restart."""
+        if self.command_reply("FLUSHALL") != "OK":
+            raise RuntimeError(f"FLUSHALL on port {self.port} did not answer OK")
+
+    def snapshot_rdb(self, to: Path) -> None:
+        """`SAVE` (the RDB file written before the reply), copied to `to`."""
+        if self.command_reply("SAVE") != "OK":
+            raise RuntimeError(f"SAVE on port {self.port} did not answer OK")
+        shutil.copy(self.data / "dump.rdb", to)
+
+    def restart_from_rdb(self, rdb: Path) -> None:
+        """SIGKILL, then a start that loads `rdb` (an older snapshot): every write since it is
+        lost, while the keys it holds come back."""
+        self.kill()
+        for f in self.data.iterdir():
+            if f.is_file():
+                f.unlink()
+        shutil.copy(rdb, self.data / "dump.rdb")
+        self.start()
 
     def url(self, port=None, password=None) -> str:
         pw = self.password if password is None else password
@@ -535,6 +567,16 @@ class Postgres(Server):
     def stop(self) -> None:
         self.stop_clean()
 
+    def sql(self, sql: str) -> str:
+        """Runs `sql` on the database `cosid` as the superuser (over the Unix socket)."""
+        out = subprocess.run(
+            [_postgres_bin("psql"), "-h", str(self.sockdir), "-p", str(self.port), "-U", "postgres",
+             "-d", "cosid", "-v", "ON_ERROR_STOP=1", "-Atq", "-c", sql],
+            capture_output=True, text=True, timeout=60, **self.popen_extra())
+        if out.returncode != 0:
+            raise RuntimeError(f"psql on port {self.port} failed on {sql!r}: {out.stdout}{out.stderr}")
+        return out.stdout
+
     def url(self, port=None, password=None, sslmode: str | None = None) -> str:
         pw = self.password if password is None else password
         if sslmode is None:
@@ -624,6 +666,16 @@ class Mysql(Server):
                 pass
             time.sleep(0.1)
         return False
+
+    def sql(self, sql: str) -> str:
+        """Runs `sql` on the database `cosid` as root (over the Unix socket, no password)."""
+        out = subprocess.run(
+            [_mysql_bin(["mariadb", "mysql"]), "--no-defaults", f"--socket={self.root / 'mysqld.sock'}",
+             "-uroot", "--batch", "--skip-column-names", "cosid", "-e", sql],
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        if out.returncode != 0:
+            raise RuntimeError(f"mariadb on port {self.port} failed on {sql!r}: {out.stdout}{out.stderr}")
+        return out.stdout
 
     def url(self, port=None, password=None, ssl_mode: str | None = None) -> str:
         pw = self.password if password is None else password
