@@ -468,7 +468,8 @@ LOSS_RATE = 2000
 
 
 def lost_under_holders(ctx, lose, *, before_cut=None, before_newcomers=None,
-                       reconnect_after: float = EXPIRY_S + 1.5, after: float = 3.0, cut: bool = True) -> Loss:
+                       reconnect_after: float = EXPIRY_S + 1.5, after: float = 3.0, cut: bool = True,
+                       direct: bool = False) -> Loss:
     """Three holders (the C library and the wheel, which print the keeper's events, and the CLI)
     issue ~2,000 ids/s each through the proxy; `before_cut()` runs while they do; the proxy cuts
     them off (`cut`; they keep issuing up to their ceilings, renewals failing), a snapshot
@@ -476,13 +477,16 @@ def lost_under_holders(ctx, lose, *, before_cut=None, before_newcomers=None,
     `before_newcomers()`) two newcomers start at once on the guarded URL: B preferring the first
     holder's slot (as a StatefulSet's ordinal pins it), C with no preference. The holders
     reconnect `reconnect_after` seconds after the newcomers started, and all run `after`
-    seconds more."""
+    seconds more. With `direct`, a fourth holder (the CLI) is connected straight to the store
+    and lives through the loss on its open connection (it is last in `old`)."""
     if cut:
         ctx.with_proxy()
     # The holders' URL has the guard on too, as a runtime's does by default: one that renews
     # into the emptied store must not create the namespace there without it.
     url = ctx.url(via_proxy=cut, restart_guard=True)
     old = [ctx.spawn(f"p{i}", url=url, lang=lang, rate=LOSS_RATE) for i, lang in enumerate(["c", "py", "cli"])]
+    if direct:
+        old.append(ctx.spawn("direct", url=ctx.url(restart_guard=True), rate=LOSS_RATE))
     for _ in range(150):  # the guard: a new namespace's first windows start ttl + tolerance on
         if all(p.has_issued() for p in old):
             break
@@ -530,7 +534,8 @@ def check_newcomers_above(ctx, loss: Loss, resume: bool = True) -> None:
                       f"{top - loss.lost} ms after it)")
     if resume:
         for p in loss.old:
-            ctx.check(issued_after(p, loss.back) > 0, f"{p.label} did not resume after reconnecting")
+            ctx.check(issued_after(p, loss.back) > 0, f"{p.label} did not resume after "
+                      + ("the loss (its connection stayed open)" if p.label == "direct" else "reconnecting"))
 
 
 def sql_loss(ctx, statements: dict[str, str]):
@@ -623,12 +628,13 @@ TRUNCATE = {"postgres": "TRUNCATE cosid_slot, cosid_namespace"}
 
 
 @scenario("store-tables-dropped-newcomers", ["postgres", "mysql"],
-          procs_note="3 behind the proxy, +2 new (B on the first holder's slot, C anywhere) right after the DROP TABLE",
+          procs_note="3 behind the proxy and 1 direct, +2 new (B on the first holder's slot, C anywhere) right after "
+                     "the DROP TABLE",
           why="cosid's tables dropped on the running server while the old holders were cut off and still issuing; "
               "the newcomers create the schema again on connecting, and the namespace, new to them, starts at its "
-              "creation + ttl + tolerance")
+              "creation + ttl + tolerance; a holder connected directly lives through the drop on its open connection")
 def store_tables_dropped(ctx):
-    loss = lost_under_holders(ctx, sql_loss(ctx, DROP))
+    loss = lost_under_holders(ctx, sql_loss(ctx, DROP), direct=True)
     # Read while the server runs (it stops before the after-checks).
     tables = check_schema_back(ctx, ["cosid_schema", "cosid_namespace", "cosid_slot"])
     ctx.event("tables after: " + ", ".join(tables))
@@ -636,11 +642,13 @@ def store_tables_dropped(ctx):
 
 
 @scenario("store-tables-truncated-newcomers", ["postgres"],
-          procs_note="3 behind the proxy, +2 new (B on the first holder's slot, C anywhere) right after the TRUNCATE",
+          procs_note="3 behind the proxy and 1 direct, +2 new (B on the first holder's slot, C anywhere) right after "
+                     "the TRUNCATE",
           why="`TRUNCATE cosid_slot, cosid_namespace` on the running server while the old holders were cut off and "
-              "still issuing: the namespace looks new, and starts at its creation + ttl + tolerance")
+              "still issuing: the namespace looks new, and starts at its creation + ttl + tolerance; a holder "
+              "connected directly lives through it on its open connection")
 def store_tables_truncated(ctx):
-    loss = lost_under_holders(ctx, sql_loss(ctx, TRUNCATE))
+    loss = lost_under_holders(ctx, sql_loss(ctx, TRUNCATE), direct=True)
     ctx.after_checks.append(lambda: check_newcomers_above(ctx, loss))
 
 
