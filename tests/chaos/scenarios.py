@@ -467,15 +467,16 @@ class Loss:
 LOSS_RATE = 2000
 
 
-def lost_under_holders(ctx, lose, *, before_cut=None, before_newcomers=None,
+def lost_under_holders(ctx, lose, *, before_cut=None, before_newcomers=None, between_newcomers=None,
                        reconnect_after: float = EXPIRY_S + 1.5, after: float = 3.0, cut: bool = True,
-                       direct: bool = False) -> Loss:
+                       direct: bool = False, on_held=None) -> Loss:
     """Three holders (the C library and the wheel, which print the keeper's events, and the CLI)
     issue ~2,000 ids/s each through the proxy; `before_cut()` runs while they do; the proxy cuts
     them off (`cut`; they keep issuing up to their ceilings, renewals failing), a snapshot
     reads every ceiling they hold, and `lose()` takes the store's data. Then (after
     `before_newcomers()`) two newcomers start at once on the guarded URL: B preferring the first
-    holder's slot (as a StatefulSet's ordinal pins it), C with no preference. The holders
+    holder's slot (as a StatefulSet's ordinal pins it), C with no preference (after
+    `between_newcomers(B, slot)`, which runs once B started, if given). The holders
     reconnect `reconnect_after` seconds after the newcomers started, and all run `after`
     seconds more. With `direct`, a fourth holder (the CLI) is connected straight to the store
     and lives through the loss on its open connection (it is last in `old`)."""
@@ -503,12 +504,17 @@ def lost_under_holders(ctx, lose, *, before_cut=None, before_newcomers=None,
     before = ctx.slots() or []
     held = min((r["slot"] for r in before if r.get("holder") == old[0].key), default=None)
     ctx.check(held is not None, f"the first holder's slot was not seen in the snapshot before the loss")
+    if on_held is not None:
+        on_held(held)
     lose()
     lost = now_ms()
     if before_newcomers is not None:
         before_newcomers()
     guarded = ctx.url(restart_guard=True)
-    new = [ctx.spawn("B", url=guarded, preferred_slot=held), ctx.spawn("C", url=guarded)]
+    new = [ctx.spawn("B", url=guarded, preferred_slot=held)]
+    if between_newcomers is not None:
+        between_newcomers(new[0], held)
+    new.append(ctx.spawn("C", url=guarded))
     ctx.sleep(reconnect_after)
     back = now_ms()
     if cut:
@@ -656,17 +662,59 @@ def store_tables_truncated(ctx):
           procs_note="3 behind the proxy, +2 new (B on the first holder's slot, C anywhere) right after the wipe; "
                      "the holders reconnect while the newcomers run",
           why="etcd killed, its data directory deleted, started again (revisions from 1) while the old holders were "
-              "cut off; the newcomers start at the namespace's creation + ttl + tolerance, and the holders, back "
-              "1s later, must find their leases lost (a version they remember matches nothing written after the "
-              "wipe), not renew over the newcomers' records")
+              "cut off; B's record of the first holder's slot is made to get the very revision that holder "
+              "remembers (dummy puts raise the new store's revision to one below it), and the holders reconnect "
+              "then: their renewal must find their leases lost, not write over B's record; the newcomers start at "
+              "the namespace's creation + ttl + tolerance")
 def etcd_wiped(ctx):
+    """Issue 31: a wiped etcd reissues revisions from 1, so a newcomer's record can carry the
+    `mod_revision` an old holder remembers, and that holder's renewal (a compare-and-set on it,
+    with no read) would overwrite it and keep issuing in a window the newcomer also issues in.
+    Whether B's record got that revision depends on timing (reported in the events)."""
+    server = ctx.server
+    remembered = {}
+    armed = {}
+
     def lose():
-        ctx.server.restart_empty()
-        ctx.note("etcd killed, data directory deleted, started again")
-    loss = lost_under_holders(ctx, lose, reconnect_after=1.0, after=EXPIRY_S + 2.0)
+        key = f"cosid/slot/{ctx.namespace}/{armed['slot']}"
+        remembered["v"], _ = server.mod_revision(key)
+        server.restart_empty()
+        ctx.note(f"etcd killed, data directory deleted, started again (the first holder remembers revision "
+                 f"{remembered['v']})")
+
+    def on_held(slot):
+        armed["slot"] = slot
+
+    def arm(b, slot):
+        """Raises the store's revision (dummy puts) until B's record of `slot` has the revision the
+        first holder remembers: B's next write lands at the revision after the store's."""
+        v = remembered.get("v")
+        key = f"cosid/slot/{ctx.namespace}/{slot}"
+        deadline = time.monotonic() + 4.0
+        while v and time.monotonic() < deadline:
+            mod, rev = server.mod_revision(key)
+            if mod == v:
+                armed["at"] = now_ms()
+                ctx.note(f"B's record of slot {slot} is at revision {v}, the one the first holder remembers")
+                return
+            if rev >= v:
+                break  # overshot: B's next write lands above it
+            if rev < v - 1:
+                server.put("chaos/pad", str(rev))
+            else:
+                ctx.sleep(0.01)
+        ctx.note(f"B's record of slot {slot} could not be put at revision {v} (it is at "
+                 f"{server.mod_revision(key)[0]})")
+    loss = lost_under_holders(ctx, lose, on_held=on_held, between_newcomers=arm, reconnect_after=0.0,
+                              after=EXPIRY_S + 3.0)
 
     def after():
         check_newcomers_above(ctx, loss)
+        b_slots = slots_of(loss.new[0])
+        ctx.check(b_slots <= {armed["slot"]}, f"B moved off slot {armed['slot']} to {sorted(b_slots)}: the old holder "
+                                              "wrote over its record")
+        ctx.event(f"B's record got the revision the first holder remembered ({remembered.get('v')}): "
+                  + ("yes, the holders reconnected then" if "at" in armed else "no (timing), the holders reconnected anyway"))
         for p in loss.old:
             if p.label.endswith(("-py", "-c")):
                 ev = [e for e in ("slot_lost", "store_reset") if f"event: {e}" in p.stderr()]

@@ -11,6 +11,7 @@ for it). Nothing here talks to anything but 127.0.0.1.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -737,6 +738,23 @@ class Etcd(Server):
 
     def wipe(self) -> None:
         shutil.rmtree(self.data, ignore_errors=True)
+
+    def _gateway(self, call: str, body: dict) -> dict:
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v3/kv/{call}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return json.load(r)
+
+    def put(self, key: str, value: str) -> int:
+        """Puts `key` (through the JSON gateway, as cosid does); the store's revision after it."""
+        b64 = lambda s: base64.b64encode(s.encode()).decode()  # noqa: E731
+        return int(self._gateway("put", {"key": b64(key), "value": b64(value)})["header"]["revision"])
+
+    def mod_revision(self, key: str) -> tuple[int | None, int]:
+        """(`key`'s mod_revision or None when it does not exist, the store's revision)."""
+        r = self._gateway("range", {"key": base64.b64encode(key.encode()).decode()})
+        kvs = r.get("kvs") or []
+        return (int(kvs[0]["mod_revision"]) if kvs else None), int(r["header"]["revision"])
 
     def url(self, port=None, password=None) -> str:
         return f"etcd://127.0.0.1:{port or self.port}"
