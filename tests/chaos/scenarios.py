@@ -1315,7 +1315,9 @@ def tls(ctx):
     only (`hostssl` in pg_hba, `hostnossl … reject`); the processes use
     `sslmode=verify-full&sslrootcert=CA`. MariaDB: the server takes TLS connections only
     (`require_secure_transport`); the processes use `ssl-mode=verify_identity&ssl-ca=CA`."""
-    base = ["--namespace", ctx.namespace, "--ttl", "1s", "--tolerance", "500ms"]
+    # The processes' ttl and tolerance: the first command that connects records them in the
+    # namespace, and a runtime of another ttl is refused there.
+    base = ["--namespace", ctx.namespace, "--ttl", f"{TTL_S:g}s", "--tolerance", f"{TOL_S * 1000:g}ms"]
 
     def last_line(r):
         lines = r.stderr.strip().splitlines()
