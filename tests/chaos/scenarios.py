@@ -471,9 +471,10 @@ def lost_under_holders(ctx, lose, *, before_cut=None, before_newcomers=None, bet
                        reconnect_after: float = EXPIRY_S + 1.5, after: float = 3.0, cut: bool = True,
                        direct: bool = False, on_held=None) -> Loss:
     """Three holders (the C library and the wheel, which print the keeper's events, and the CLI)
-    issue ~2,000 ids/s each through the proxy; `before_cut()` runs while they do; the proxy cuts
-    them off (`cut`; they keep issuing up to their ceilings, renewals failing), a snapshot
-    reads every ceiling they hold, and `lose()` takes the store's data. Then (after
+    issue ~2,000 ids/s each through the proxy (with `cut`; else straight to the store: a Redis
+    Cluster, an SQLite file); `before_cut()` runs while they do; the proxy cuts them off (they
+    keep issuing up to their ceilings, renewals failing), a snapshot reads every ceiling they
+    hold, and `lose()` takes the store's data. Then (after
     `before_newcomers()`) two newcomers start at once on the guarded URL: B preferring the first
     holder's slot (as a StatefulSet's ordinal pins it), C with no preference (after
     `between_newcomers(B, slot)`, which runs once B started, if given). The holders
