@@ -469,7 +469,7 @@ LOSS_RATE = 2000
 
 def lost_under_holders(ctx, lose, *, before_cut=None, before_newcomers=None, between_newcomers=None,
                        reconnect_after: float = EXPIRY_S + 1.5, after: float = 3.0, cut: bool = True,
-                       direct: bool = False, on_held=None) -> Loss:
+                       direct: bool = False, on_held=None, ttl: str = f"{TTL_S:g}s") -> Loss:
     """Three holders (the C library and the wheel, which print the keeper's events, and the CLI)
     issue ~2,000 ids/s each through the proxy (with `cut`; else straight to the store: a Redis
     Cluster, an SQLite file); `before_cut()` runs while they do; the proxy cuts them off (they
@@ -480,15 +480,16 @@ def lost_under_holders(ctx, lose, *, before_cut=None, before_newcomers=None, bet
     `between_newcomers(B, slot)`, which runs once B started, if given). The holders
     reconnect `reconnect_after` seconds after the newcomers started, and all run `after`
     seconds more. With `direct`, a fourth holder (the CLI) is connected straight to the store
-    and lives through the loss on its open connection (it is last in `old`)."""
+    and lives through the loss on its open connection (it is last in `old`). Every process
+    runs with `ttl`."""
     if cut:
         ctx.with_proxy()
     # The holders' URL has the guard on too, as a runtime's does by default: one that renews
     # into the emptied store must not create the namespace there without it.
     url = ctx.url(via_proxy=cut, restart_guard=True)
-    old = [ctx.spawn(f"p{i}", url=url, lang=lang, rate=LOSS_RATE) for i, lang in enumerate(["c", "py", "cli"])]
+    old = [ctx.spawn(f"p{i}", url=url, lang=lang, rate=LOSS_RATE, ttl=ttl) for i, lang in enumerate(["c", "py", "cli"])]
     if direct:
-        old.append(ctx.spawn("direct", url=ctx.url(restart_guard=True), rate=LOSS_RATE))
+        old.append(ctx.spawn("direct", url=ctx.url(restart_guard=True), rate=LOSS_RATE, ttl=ttl))
     for _ in range(150):  # the guard: a new namespace's first windows start ttl + tolerance on
         if all(p.has_issued() for p in old):
             break
@@ -512,10 +513,10 @@ def lost_under_holders(ctx, lose, *, before_cut=None, before_newcomers=None, bet
     if before_newcomers is not None:
         before_newcomers()
     guarded = ctx.url(restart_guard=True)
-    new = [ctx.spawn("B", url=guarded, preferred_slot=held)]
+    new = [ctx.spawn("B", url=guarded, preferred_slot=held, ttl=ttl)]
     if between_newcomers is not None:
         between_newcomers(new[0], held)
-    new.append(ctx.spawn("C", url=guarded))
+    new.append(ctx.spawn("C", url=guarded, ttl=ttl))
     ctx.sleep(reconnect_after)
     back = now_ms()
     if cut:
@@ -659,11 +660,14 @@ def store_tables_truncated(ctx):
     ctx.after_checks.append(lambda: check_newcomers_above(ctx, loss))
 
 
+ETCD_WIPED_TTL_S = 5.0
+
+
 @scenario("etcd-wiped-newcomers", ["etcd"],
           procs_note="3 behind the proxy, +2 new (B on the first holder's slot, C anywhere) right after the wipe; "
                      "the holders reconnect while the newcomers run",
-          why="etcd killed, its data directory deleted, started again (revisions from 1) while the old holders were "
-              "cut off; B's record of the first holder's slot is made to get the very revision that holder "
+          why="ttl 5s here; etcd killed, its data directory deleted, started again (revisions from 1) while the old "
+              "holders were cut off; B's record of the first holder's slot is made to get the very revision that holder "
               "remembers (dummy puts raise the new store's revision to one below it), and the holders reconnect "
               "then: their renewal must find their leases lost, not write over B's record; the newcomers start at "
               "the namespace's creation + ttl + tolerance")
@@ -706,11 +710,19 @@ def etcd_wiped(ctx):
                 ctx.sleep(0.01)
         ctx.note(f"B's record of slot {slot} could not be put at revision {v} (it is at "
                  f"{server.mod_revision(key)[0]})")
+    # A ttl of 5s: the holders must reconnect while their windows still run (a holder past its
+    # ceiling renews by a read, which finds the lease lost on any store), and the kill, wipe,
+    # start and B's first write take a second or two.
     loss = lost_under_holders(ctx, lose, on_held=on_held, between_newcomers=arm, reconnect_after=0.0,
-                              after=EXPIRY_S + 3.0)
+                              after=ETCD_WIPED_TTL_S + TOL_S + 2.5, ttl=f"{ETCD_WIPED_TTL_S:g}s")
 
     def after():
         check_newcomers_above(ctx, loss)
+        ceiling = next((r["ceiling"] for r in loss.before if r.get("holder") == loss.old[0].key), 0)
+        ctx.event(f"the holders reconnected {ceiling - loss.back} ms before the first holder's ceiling"
+                  if ceiling > loss.back else
+                  f"the holders reconnected {loss.back - ceiling} ms after the first holder's ceiling (its renewal "
+                  "reads: the overwrite was not exercised)")
         b_slots = slots_of(loss.new[0])
         ctx.check(b_slots <= {armed["slot"]}, f"B moved off slot {armed['slot']} to {sorted(b_slots)}: the old holder "
                                               "wrote over its record")
