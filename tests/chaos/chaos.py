@@ -321,7 +321,8 @@ class Ctx:
 
     # -- the store -----------------------------------------------------------------------------
     def start_store(self, clock: bool = False, tls: bool = False, cluster: bool = False,
-                    standby: bool = False, sentinel: bool = False, lagging: bool = False) -> servers.Server:
+                    standby: bool = False, sentinel: bool = False, lagging: bool = False,
+                    rdb: bool = False) -> servers.Server:
         kind = self.store_kind
         clock_file = None
         if clock:
@@ -337,6 +338,7 @@ class Ctx:
                 s = servers.RedisCluster(self.dir, self.run.redis_password, clock_file)
             else:
                 s = servers.Redis(self.dir, self.run.redis_password, clock_file, tls=certs)
+                s.rdb = rdb
         elif kind == "postgres":
             if certs:
                 # PostgreSQL wants its key private and owned by itself.
@@ -389,7 +391,7 @@ class Ctx:
     def spawn(self, label: str, key: str | None = None, skew: str | None = None, via_proxy: bool = False,
               rate: int | None = None, url: str | None = None, env: dict | None = None,
               preferred_slot: int | None = None, lang: str = "cli", extra: list | None = None,
-              acquire_timeout: str | None = None) -> Proc:
+              acquire_timeout: str | None = None, ttl: str = TTL) -> Proc:
         key = key or f"{self.namespace}-{label}"
         env = dict(self.cmd_env, **(env or {}))
         worker = self.binding_worker(label, lang)
@@ -397,7 +399,7 @@ class Ctx:
             program, name = worker
             label += f"-{lang}"
             args = ["--store", url or self.url(via_proxy), "--namespace", self.namespace, "--owner-key", key,
-                    "--ttl", TTL, "--tolerance", TOLERANCE, "--rate", str(rate or self.run.args.rate)]
+                    "--ttl", ttl, "--tolerance", TOLERANCE, "--rate", str(rate or self.run.args.rate)]
             if lang == "c":
                 args += extra or []
             p = Proc(self, label, args, key, skew=skew, env=env, program=program, lang=lang)
@@ -406,13 +408,13 @@ class Ctx:
             return p
         args = ["next", "--follow", "--rate", str(rate or self.run.args.rate), "--format", "dec",
                 "--store", url or self.url(via_proxy), "--namespace", self.namespace,
-                "--owner-key", key, "--ttl", TTL, "--tolerance", TOLERANCE]
+                "--owner-key", key, "--ttl", ttl, "--tolerance", TOLERANCE]
         if preferred_slot is not None or acquire_timeout is not None:
             # No flag for them: a configuration file, which the flags above complete.
             cfg = self.dir / f"{label}.yaml"
             cfg.write_text("cosid:\n  machine:\n    lease:\n      store: 'memory:'\n"
                            + (f"      preferred-slot: {preferred_slot}\n" if preferred_slot is not None else "")
-                           + f"      acquire-timeout: {acquire_timeout or TTL}\n")
+                           + f"      acquire-timeout: {acquire_timeout or ttl}\n")
             args += ["--config", str(cfg)]
         p = Proc(self, label, args, key, skew=skew, env=env)
         self.procs.append(p)

@@ -3,6 +3,9 @@ faults; the runner then stops every process with SIGTERM and checks every id."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -441,6 +444,401 @@ def store_empty_unguarded(ctx):
             low = sum(1 for i in p.ids() if decode(i)[0] <= top)
             ctx.event(f"{p.label}: {low} ids at or below the old holders' ceiling {top}")
     ctx.after_checks.append(after)
+
+
+# ------------------------------------------------------------------------------------------------
+# Data lost under live holders, newcomers started at once (issue 31): the restart guard covers
+# every way a store can lose its data, not only a restart.
+
+
+@dataclass
+class Loss:
+    """What `lost_under_holders` set up: the old holders, the newcomers B and C, the snapshot of
+    the holders' records taken once they were cut off (every ceiling they can still issue up
+    to), and when (ms) the loss happened and the holders reconnected."""
+    old: list
+    new: list
+    before: list
+    lost: int
+    back: int
+
+
+#: the holders' rate: the issue's measurement ran one at ~2,000 ids/s
+LOSS_RATE = 2000
+
+
+def lost_under_holders(ctx, lose, *, before_cut=None, before_newcomers=None, between_newcomers=None,
+                       reconnect_after: float = EXPIRY_S + 1.5, after: float = 3.0, cut: bool = True,
+                       direct: bool = False, on_held=None, ttl: str = f"{TTL_S:g}s") -> Loss:
+    """Three holders (the C library and the wheel, which print the keeper's events, and the CLI)
+    issue ~2,000 ids/s each through the proxy (with `cut`; else straight to the store: a Redis
+    Cluster, an SQLite file); `before_cut()` runs while they do; the proxy cuts them off (they
+    keep issuing up to their ceilings, renewals failing), a snapshot reads every ceiling they
+    hold, and `lose()` takes the store's data. Then (after
+    `before_newcomers()`) two newcomers start at once on the guarded URL: B preferring the first
+    holder's slot (as a StatefulSet's ordinal pins it), C with no preference (after
+    `between_newcomers(B, slot)`, which runs once B started, if given). The holders
+    reconnect `reconnect_after` seconds after the newcomers started, and all run `after`
+    seconds more. With `direct`, a fourth holder (the CLI) is connected straight to the store
+    and lives through the loss on its open connection (it is last in `old`). Every process
+    runs with `ttl`."""
+    if cut:
+        ctx.with_proxy()
+    # The holders' URL has the guard on too, as a runtime's does by default: one that renews
+    # into the emptied store must not create the namespace there without it.
+    url = ctx.url(via_proxy=cut, restart_guard=True)
+    old = [ctx.spawn(f"p{i}", url=url, lang=lang, rate=LOSS_RATE, ttl=ttl) for i, lang in enumerate(["c", "py", "cli"])]
+    if direct:
+        old.append(ctx.spawn("direct", url=ctx.url(restart_guard=True), rate=LOSS_RATE, ttl=ttl))
+    for _ in range(150):  # the guard: a new namespace's first windows start ttl + tolerance on
+        if all(p.has_issued() for p in old):
+            break
+        ctx.sleep(0.1)
+    ctx.check(all(p.has_issued() for p in old), "an old holder issued nothing before the loss")
+    ctx.sleep(0.5)
+    if before_cut is not None:
+        before_cut()
+    if cut:
+        ctx.proxy.cut()
+        ctx.note("old holders cut off")
+    # Read after the cut: no renewal gets through any more, so these are the ceilings the
+    # holders issue up to while the store has lost them.
+    before = ctx.slots() or []
+    held = min((r["slot"] for r in before if r.get("holder") == old[0].key), default=None)
+    ctx.check(held is not None, f"the first holder's slot was not seen in the snapshot before the loss")
+    if on_held is not None:
+        on_held(held)
+    lose()
+    lost = now_ms()
+    if before_newcomers is not None:
+        before_newcomers()
+    guarded = ctx.url(restart_guard=True)
+    new = [ctx.spawn("B", url=guarded, preferred_slot=held, ttl=ttl)]
+    if between_newcomers is not None:
+        between_newcomers(new[0], held)
+    new.append(ctx.spawn("C", url=guarded, ttl=ttl))
+    ctx.sleep(reconnect_after)
+    back = now_ms()
+    if cut:
+        ctx.proxy.set_pass()
+        ctx.note("old holders reconnected")
+    ctx.sleep(after)
+    return Loss(old, new, before, lost, back)
+
+
+def check_newcomers_above(ctx, loss: Loss, resume: bool = True) -> None:
+    """No newcomer id at or below the top ceiling the old holders held when the store lost
+    them (the harness counts duplicates on its own besides), every newcomer issued, and (with
+    `resume`) every holder issued again after it reconnected."""
+    top = max((r["ceiling"] for r in loss.before if r.get("holder")), default=0)
+    ctx.check(top > 0, "no old holder's ceiling was seen before the loss")
+    for p in loss.new:
+        ctx.check(bool(p.ids()), f"{p.label} issued nothing after the loss")
+        low = [i for i in p.ids() if decode(i)[0] <= top]
+        ctx.check(not low, f"{p.label} issued {len(low)} ids at or below the old holders' ceiling {top}")
+        first = min((decode(i)[0] for i in p.ids()), default=0)
+        if first:
+            ctx.event(f"{p.label}: first id {first - loss.lost} ms after the loss (old ceilings up to "
+                      f"{top - loss.lost} ms after it)")
+    if resume:
+        for p in loss.old:
+            ctx.check(issued_after(p, loss.back) > 0, f"{p.label} did not resume after "
+                      + ("the loss (its connection stayed open)" if p.label == "direct" else "reconnecting"))
+
+
+def sql_loss(ctx, statements: dict[str, str]):
+    """`lose` for SQL stores: the statement for the store kind, run as the superuser."""
+    stmt = statements[ctx.store_kind]
+
+    def lose():
+        ctx.server.sql(stmt)
+        ctx.note(f"ran `{stmt}`")
+    return lose
+
+
+def check_schema_back(ctx, tables: list[str]):
+    """After a DROP TABLE: cosid's tables are there again (a runtime recreated them)."""
+    if ctx.store_kind == "postgres":
+        got = ctx.server.sql("SELECT tablename FROM pg_tables WHERE tablename LIKE 'cosid%'").split()
+    else:
+        got = ctx.server.sql("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'cosid'").split()
+    missing = [t for t in tables if t not in got]
+    ctx.check(not missing, f"cosid's tables {missing} were not created again after the DROP TABLE (found {got})")
+    return got
+
+
+@scenario("store-empty-then-migrate-past", ["redis", "postgres", "mysql"],
+          procs_note="3 behind the proxy, +2 new (B on the first holder's slot, C anywhere) after the migration",
+          why="the store restarted empty while the old holders were cut off and still issuing; `cosid migrate "
+              "--not-before` a minute in the past before the newcomers started: the migration's record must not "
+              "switch the restart guard off (the first runtime completes it with the guard's floor)")
+def store_empty_migrate_past(ctx):
+    """Issue 31: `cosid migrate --not-before <a past time>` right after an empty restart gave
+    203 duplicates; the migration's record now gets the guard's floor from the first runtime."""
+    migrated = {}
+
+    def migrate():
+        past = now_ms() - 60_000
+        t = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(past // 1000)) + f".{past % 1000:03d}Z"
+        r = ctx.cosid_cmd(["migrate", "--store", ctx.url(restart_guard=True), "--namespace", ctx.namespace,
+                           "--not-before", t], label="migrate")
+        ctx.check(r.returncode == 0, f"cosid migrate --not-before {t} failed: {ctx.redact(r.stderr.strip())[-200:]}")
+        migrated["out"] = ctx.redact(r.stdout.strip() or r.stderr.strip())[:160]
+        ctx.note(f"cosid migrate --not-before {t}")
+
+    def lose():
+        ctx.server.restart_empty()
+        ctx.note("store restarted empty")
+    loss = lost_under_holders(ctx, lose, before_newcomers=migrate)
+
+    def after():
+        check_newcomers_above(ctx, loss)
+        ctx.event(f"migrate: `{migrated.get('out', '?')}`")
+    ctx.after_checks.append(after)
+
+
+@scenario("store-flushed-newcomers", ["redis"],
+          procs_note="3 behind the proxy, +2 new (B on the first holder's slot, C anywhere) right after the FLUSHALL",
+          why="FLUSHALL on the running server (no restart) while the old holders were cut off and still issuing: the "
+              "namespace looks new, and the guard starts a namespace created on a network store at its creation + "
+              "ttl + tolerance")
+def store_flushed(ctx):
+    def lose():
+        ctx.server.flushall()
+        ctx.note("FLUSHALL")
+    loss = lost_under_holders(ctx, lose)
+    ctx.after_checks.append(lambda: check_newcomers_above(ctx, loss))
+
+
+@scenario("redis-cluster-flushed-newcomers", ["redis"], store_opts={"cluster": True},
+          procs_note="3 holders, +2 new (B on the first holder's slot, C anywhere) right after the FLUSHALL; "
+                     "one redis+cluster:// URL naming the 3 primaries",
+          why="FLUSHALL on the Redis Cluster node owning the namespace's hash slot; the holders stay connected (a "
+              "cluster client finds every node itself, so no proxy cuts them off): their next renewal finds the "
+              "records gone, and until then they issue up to their ceilings")
+def redis_cluster_flushed(ctx):
+    group = ctx.server
+    owner = group.owner(group.keyslot(f"cosid:{{{ctx.namespace}}}:slots"))
+
+    def lose():
+        if group.cmd(owner, "FLUSHALL") != "OK":
+            raise RuntimeError(f"FLUSHALL on port {owner} did not answer OK")
+        ctx.note(f"FLUSHALL on port {owner}, the namespace's node")
+    loss = lost_under_holders(ctx, lose, cut=False, reconnect_after=EXPIRY_S + 1.5)
+    ctx.after_checks.append(lambda: check_newcomers_above(ctx, loss))
+
+
+DROP = {
+    "postgres": "DROP TABLE cosid_slot, cosid_namespace, cosid_schema; DROP SEQUENCE cosid_version_seq",
+    "mysql": "DROP TABLE cosid_slot, cosid_namespace, cosid_schema",
+}
+TRUNCATE = {"postgres": "TRUNCATE cosid_slot, cosid_namespace"}
+
+
+@scenario("store-tables-dropped-newcomers", ["postgres", "mysql"],
+          procs_note="3 behind the proxy and 1 direct, +2 new (B on the first holder's slot, C anywhere) right after "
+                     "the DROP TABLE",
+          why="cosid's tables dropped on the running server while the old holders were cut off and still issuing; "
+              "the newcomers create the schema again on connecting, and the namespace, new to them, starts at its "
+              "creation + ttl + tolerance; a holder connected directly lives through the drop on its open connection")
+def store_tables_dropped(ctx):
+    loss = lost_under_holders(ctx, sql_loss(ctx, DROP), direct=True)
+    # Read while the server runs (it stops before the after-checks).
+    tables = check_schema_back(ctx, ["cosid_schema", "cosid_namespace", "cosid_slot"])
+    ctx.event("tables after: " + ", ".join(tables))
+    ctx.after_checks.append(lambda: check_newcomers_above(ctx, loss))
+
+
+@scenario("store-tables-truncated-newcomers", ["postgres"],
+          procs_note="3 behind the proxy and 1 direct, +2 new (B on the first holder's slot, C anywhere) right after "
+                     "the TRUNCATE",
+          why="`TRUNCATE cosid_slot, cosid_namespace` on the running server while the old holders were cut off and "
+              "still issuing: the namespace looks new, and starts at its creation + ttl + tolerance; a holder "
+              "connected directly lives through it on its open connection")
+def store_tables_truncated(ctx):
+    loss = lost_under_holders(ctx, sql_loss(ctx, TRUNCATE), direct=True)
+    ctx.after_checks.append(lambda: check_newcomers_above(ctx, loss))
+
+
+ETCD_WIPED_TTL_S = 5.0
+
+
+@scenario("etcd-wiped-newcomers", ["etcd"],
+          procs_note="3 behind the proxy, +2 new (B on the first holder's slot, C anywhere) right after the wipe; "
+                     "the holders reconnect while the newcomers run",
+          why="ttl 5s here; etcd killed, its data directory deleted, started again (revisions from 1) while the old "
+              "holders were cut off; B's record of the first holder's slot is made to get the very revision that holder "
+              "remembers (dummy puts raise the new store's revision to one below it), and the holders reconnect "
+              "then: their renewal must find their leases lost, not write over B's record; the newcomers start at "
+              "the namespace's creation + ttl + tolerance")
+def etcd_wiped(ctx):
+    """Issue 31: a wiped etcd reissues revisions from 1, so a newcomer's record can carry the
+    `mod_revision` an old holder remembers, and that holder's renewal (a compare-and-set on it,
+    with no read) would overwrite it and keep issuing in a window the newcomer also issues in.
+    Whether B's record got that revision depends on timing (reported in the events)."""
+    server = ctx.server
+    remembered = {}
+    armed = {}
+
+    def lose():
+        key = f"cosid/slot/{ctx.namespace}/{armed['slot']}"
+        remembered["v"], _ = server.mod_revision(key)
+        server.restart_empty()
+        ctx.note(f"etcd killed, data directory deleted, started again (the first holder remembers revision "
+                 f"{remembered['v']})")
+
+    def on_held(slot):
+        armed["slot"] = slot
+
+    def arm(b, slot):
+        """Raises the store's revision (dummy puts) until B's record of `slot` has the revision the
+        first holder remembers: B's next write lands at the revision after the store's."""
+        v = remembered.get("v")
+        key = f"cosid/slot/{ctx.namespace}/{slot}"
+        deadline = time.monotonic() + 4.0
+        while v and time.monotonic() < deadline:
+            mod, rev = server.mod_revision(key)
+            if mod == v:
+                armed["at"] = now_ms()
+                ctx.note(f"B's record of slot {slot} is at revision {v}, the one the first holder remembers")
+                return
+            if rev >= v:
+                break  # overshot: B's next write lands above it
+            if rev < v - 1:
+                server.put("chaos/pad", str(rev))
+            else:
+                ctx.sleep(0.01)
+        ctx.note(f"B's record of slot {slot} could not be put at revision {v} (it is at "
+                 f"{server.mod_revision(key)[0]})")
+    # A ttl of 5s: the holders must reconnect while their windows still run (a holder past its
+    # ceiling renews by a read, which finds the lease lost on any store), and the kill, wipe,
+    # start and B's first write take a second or two.
+    loss = lost_under_holders(ctx, lose, on_held=on_held, between_newcomers=arm, reconnect_after=0.0,
+                              after=ETCD_WIPED_TTL_S + TOL_S + 2.5, ttl=f"{ETCD_WIPED_TTL_S:g}s")
+
+    def after():
+        check_newcomers_above(ctx, loss)
+        ceiling = next((r["ceiling"] for r in loss.before if r.get("holder") == loss.old[0].key), 0)
+        ctx.event(f"the holders reconnected {ceiling - loss.back} ms before the first holder's ceiling"
+                  if ceiling > loss.back else
+                  f"the holders reconnected {loss.back - ceiling} ms after the first holder's ceiling (its renewal "
+                  "reads: the overwrite was not exercised)")
+        b_slots = slots_of(loss.new[0])
+        ctx.check(b_slots <= {armed["slot"]}, f"B moved off slot {armed['slot']} to {sorted(b_slots)}: the old holder "
+                                              "wrote over its record")
+        ctx.event(f"B's record got the revision the first holder remembered ({remembered.get('v')}): "
+                  + ("yes, the holders reconnected then" if "at" in armed else "no (timing), the holders reconnected anyway"))
+        for p in loss.old:
+            if p.label.endswith(("-py", "-c")):
+                ev = [e for e in ("slot_lost", "store_reset") if f"event: {e}" in p.stderr()]
+                ctx.check("slot_lost" in ev, f"{p.label} did not report slot_lost after the wipe (events: {ev})")
+                ctx.event(f"{p.label} events: {', '.join(ev) or 'none'}")
+    ctx.after_checks.append(after)
+
+
+@scenario("redis-restored-from-old-snapshot", ["redis"], store_opts={"rdb": True},
+          procs_note="3 behind the proxy, +2 new (B on the first holder's slot, C anywhere) right after the restore",
+          why="Redis on RDB persistence: SAVE while the holders issued, 3s more of renewals, the holders cut off, "
+              "then SIGKILL and a start loading that older snapshot (the namespace survives, its slot records "
+              "moved back); every acquisition floors at the server's start + ttl + tolerance")
+def redis_old_snapshot(ctx):
+    rdb = ctx.dir / "old.rdb"
+
+    def save():
+        ctx.server.snapshot_rdb(rdb)
+        ctx.note("SAVE (the snapshot copied aside)")
+        ctx.sleep(3.0)
+
+    def lose():
+        ctx.server.restart_from_rdb(rdb)
+        ctx.note("SIGKILL, started again from the older snapshot")
+    loss = lost_under_holders(ctx, lose, before_cut=save)
+    ctx.after_checks.append(lambda: check_newcomers_above(ctx, loss))
+
+
+@scenario("ttl-mismatch-refused", ALL, errors_ok=True,
+          procs_note="2 holders with ttl 2s, +3 with ttl 1s or 5s (the CLI and the C library)",
+          why="a runtime of another ttl than the one the namespace records is refused: the restart guard bounds a "
+              "lost store's ceilings by the recorded ttl")
+def ttl_mismatch(ctx):
+    """Issue 31: holders with ttl 60s beside newcomers with ttl 10s gave 7,106 duplicates once the
+    store lost its data (the newcomers' guard counted their own ttl). The namespace now records
+    the ttl; another is refused with both named."""
+    holders = [ctx.spawn("p0"), ctx.spawn("p1", lang="c")]
+    for _ in range(100):
+        if all(p.has_issued() for p in holders):
+            break
+        ctx.sleep(0.1)
+    odd = [ctx.spawn("short", ttl="1s"), ctx.spawn("long", ttl="5s"), ctx.spawn("short", ttl="1s", lang="c")]
+    for p in odd:
+        p.wait(20)
+    ctx.sleep(1.0)
+
+    def after():
+        for p in holders:
+            ctx.check(bool(p.ids()), f"{p.label} issued nothing")
+        for p in odd:
+            asked = "1s" if p.label.startswith("short") else "5s"
+            err = p.stderr()
+            ctx.check(p.returncode not in (0, None), f"{p.label} (ttl {asked}) was not refused (exit {p.returncode})")
+            ctx.check(not p.ids(), f"{p.label} (ttl {asked}) issued {len(p.ids())} ids")
+            ctx.check(re.search(rf"records ttl 2s\b.*asks for {asked}\b", err) is not None,
+                      f"{p.label}: the error does not name the recorded ttl 2s and the asked {asked}: "
+                      f"{ctx.redact(err.strip())[-200:]}")
+        line = next((ln for ln in odd[0].stderr().splitlines() if "error" in ln), "?")
+        ctx.event(f"refused: `{ctx.redact(line)[:200]}`")
+    ctx.after_checks.append(after)
+
+
+def sqlite_files(ctx) -> list:
+    path = ctx.server.path
+    return [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")]
+
+
+@scenario("sqlite-file-deleted-newcomers", ["sqlite"],
+          procs_note="3 holders on the file, +2 new (B on the first holder's slot, C anywhere) right after the deletion",
+          why="the database file and its -wal and -shm deleted under the running holders (they keep the deleted "
+              "file open and issue up to their ceilings until their next renewal finds it gone); newcomers create a "
+              "new file at once: the sidecar PATH-live tells them the file lost its live holders' records")
+def sqlite_deleted(ctx):
+    def lose():
+        for f in sqlite_files(ctx):
+            f.unlink(missing_ok=True)
+        ctx.note("slots.db, -wal and -shm deleted")
+    loss = lost_under_holders(ctx, lose, cut=False)
+    ctx.after_checks.append(lambda: check_newcomers_above(ctx, loss))
+
+
+@scenario("sqlite-file-replaced-by-backup-newcomers", ["sqlite"],
+          procs_note="3 holders on the file, +2 new (B on the first holder's slot, C anywhere) right after the restore",
+          why="a consistent backup of the file (SQLite's backup API) taken while the holders issued, 3s more of "
+              "renewals, then the backup renamed over the file (-wal and -shm removed) under the running holders; "
+              "newcomers start at once: the sidecar PATH-live tells them the file went back")
+def sqlite_replaced(ctx):
+    import sqlite3
+    backup = ctx.dir / "backup.db"
+
+    def take_backup():
+        src = sqlite3.connect(str(ctx.server.path))
+        dst = sqlite3.connect(str(backup))
+        try:
+            src.backup(dst)
+        finally:
+            dst.close()
+            src.close()
+        ctx.note("backup taken")
+        ctx.sleep(3.0)
+
+    def lose():
+        files = sqlite_files(ctx)
+        tmp = files[0].with_name(files[0].name + ".restoring")
+        shutil.copy(backup, tmp)
+        for f in files[1:]:
+            f.unlink(missing_ok=True)
+        os.replace(tmp, files[0])
+        ctx.note("the backup renamed over slots.db, -wal and -shm removed")
+    loss = lost_under_holders(ctx, lose, cut=False, before_cut=take_backup)
+    ctx.after_checks.append(lambda: check_newcomers_above(ctx, loss))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -930,7 +1328,9 @@ def tls(ctx):
     only (`hostssl` in pg_hba, `hostnossl … reject`); the processes use
     `sslmode=verify-full&sslrootcert=CA`. MariaDB: the server takes TLS connections only
     (`require_secure_transport`); the processes use `ssl-mode=verify_identity&ssl-ca=CA`."""
-    base = ["--namespace", ctx.namespace, "--ttl", "1s", "--tolerance", "500ms"]
+    # The processes' ttl and tolerance: the first command that connects records them in the
+    # namespace, and a runtime of another ttl is refused there.
+    base = ["--namespace", ctx.namespace, "--ttl", f"{TTL_S:g}s", "--tolerance", f"{TOL_S * 1000:g}ms"]
 
     def last_line(r):
         lines = r.stderr.strip().splitlines()

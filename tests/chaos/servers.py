@@ -11,6 +11,7 @@ for it). Nothing here talks to anything but 127.0.0.1.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -314,6 +315,9 @@ class Redis(Server):
         self.data.mkdir(parents=True, exist_ok=True)
         self.tls = tls  # {"cert":…, "key":…, "ca":…}
         self.extra: list[str] = []  # more `--name value` settings
+        #: RDB persistence instead of the fsynced append-only file: only what `save()` wrote
+        #: survives a kill (no automatic saves), as on a server that snapshots now and then
+        self.rdb = False
 
     def clock_env(self, clock_file: Path) -> dict[str, str]:
         # libfaketime cannot run redis-server (its jemalloc recurses into clock_gettime while
@@ -327,9 +331,13 @@ class Redis(Server):
             "--protected-mode", "yes",
             "--dir", str(self.data),
             "--save", "",
+        ]
+        if self.rdb:
+            cmd += ["--appendonly", "no", "--dbfilename", "dump.rdb"]
+        else:
             # Every acknowledged write is on disk before the reply: a SIGKILL loses nothing.
-            "--appendonly", "yes",
-            "--appendfsync", "always",
+            cmd += ["--appendonly", "yes", "--appendfsync", "always"]
+        cmd += [
             "--requirepass", self.password,
             "--daemonize", "no",
             "--loglevel", "notice",
@@ -350,6 +358,31 @@ class Redis(Server):
     def wipe(self) -> None:
         shutil.rmtree(self.data, ignore_errors=True)
         self.data.mkdir(parents=True, exist_ok=True)
+
+    def command_reply(self, *args: str):
+        """One command on the running server (with the password); its reply."""
+        return resp(self.port, *args, password=self.password, timeout=10.0)
+
+    def flushall(self) -> None:
+        """`FLUSHALL` on the running server: every key gone, no restart."""
+        if self.command_reply("FLUSHALL") != "OK":
+            raise RuntimeError(f"FLUSHALL on port {self.port} did not answer OK")
+
+    def snapshot_rdb(self, to: Path) -> None:
+        """`SAVE` (the RDB file written before the reply), copied to `to`."""
+        if self.command_reply("SAVE") != "OK":
+            raise RuntimeError(f"SAVE on port {self.port} did not answer OK")
+        shutil.copy(self.data / "dump.rdb", to)
+
+    def restart_from_rdb(self, rdb: Path) -> None:
+        """SIGKILL, then a start that loads `rdb` (an older snapshot): every write since it is
+        lost, while the keys it holds come back."""
+        self.kill()
+        for f in self.data.iterdir():
+            if f.is_file():
+                f.unlink()
+        shutil.copy(rdb, self.data / "dump.rdb")
+        self.start()
 
     def url(self, port=None, password=None) -> str:
         pw = self.password if password is None else password
@@ -535,6 +568,16 @@ class Postgres(Server):
     def stop(self) -> None:
         self.stop_clean()
 
+    def sql(self, sql: str) -> str:
+        """Runs `sql` on the database `cosid` as the superuser (over the Unix socket)."""
+        out = subprocess.run(
+            [_postgres_bin("psql"), "-h", str(self.sockdir), "-p", str(self.port), "-U", "postgres",
+             "-d", "cosid", "-v", "ON_ERROR_STOP=1", "-Atq", "-c", sql],
+            capture_output=True, text=True, timeout=60, **self.popen_extra())
+        if out.returncode != 0:
+            raise RuntimeError(f"psql on port {self.port} failed on {sql!r}: {out.stdout}{out.stderr}")
+        return out.stdout
+
     def url(self, port=None, password=None, sslmode: str | None = None) -> str:
         pw = self.password if password is None else password
         if sslmode is None:
@@ -625,6 +668,16 @@ class Mysql(Server):
             time.sleep(0.1)
         return False
 
+    def sql(self, sql: str) -> str:
+        """Runs `sql` on the database `cosid` as root (over the Unix socket, no password)."""
+        out = subprocess.run(
+            [_mysql_bin(["mariadb", "mysql"]), "--no-defaults", f"--socket={self.root / 'mysqld.sock'}",
+             "-uroot", "--batch", "--skip-column-names", "cosid", "-e", sql],
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        if out.returncode != 0:
+            raise RuntimeError(f"mariadb on port {self.port} failed on {sql!r}: {out.stdout}{out.stderr}")
+        return out.stdout
+
     def url(self, port=None, password=None, ssl_mode: str | None = None) -> str:
         pw = self.password if password is None else password
         if ssl_mode is None:
@@ -685,6 +738,23 @@ class Etcd(Server):
 
     def wipe(self) -> None:
         shutil.rmtree(self.data, ignore_errors=True)
+
+    def _gateway(self, call: str, body: dict) -> dict:
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v3/kv/{call}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return json.load(r)
+
+    def put(self, key: str, value: str) -> int:
+        """Puts `key` (through the JSON gateway, as cosid does); the store's revision after it."""
+        b64 = lambda s: base64.b64encode(s.encode()).decode()  # noqa: E731
+        return int(self._gateway("put", {"key": b64(key), "value": b64(value)})["header"]["revision"])
+
+    def mod_revision(self, key: str) -> tuple[int | None, int]:
+        """(`key`'s mod_revision or None when it does not exist, the store's revision)."""
+        r = self._gateway("range", {"key": base64.b64encode(key.encode()).decode()})
+        kvs = r.get("kvs") or []
+        return (int(kvs[0]["mod_revision"]) if kvs else None), int(r["header"]["revision"])
 
     def url(self, port=None, password=None) -> str:
         return f"etcd://127.0.0.1:{port or self.port}"
