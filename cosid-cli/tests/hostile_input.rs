@@ -494,7 +494,8 @@ fn slots_shows_each_slots_next_floor() {
         "--ttl",
         "1s",
     ]);
-    let t = "2099-01-01T00:00:00.000Z";
+    // A time far ahead, so that every floor shown is it (past a day ahead: --force).
+    let t = "2080-01-01T00:00:00.000Z";
     common::ok(&[
         "migrate",
         "--store",
@@ -503,6 +504,7 @@ fn slots_shows_each_slots_next_floor() {
         "nf",
         "--not-before",
         t,
+        "--force",
     ]);
     let table = common::ok(&["slots", "--store", &store, "--namespace", "nf"]);
     let mut lines = table.lines().skip(1);
