@@ -174,9 +174,8 @@ fn migrate_refuses_a_not_before_far_ahead_unless_forced() {
     let (_dir, url) = sqlite_store();
     let o = run(&["next", "--store", &url]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let in_two_days = cosid_core::time::format_rfc3339_ms(
-        cosid_core::clock::system_now_ms() + 2 * 86_400_000,
-    );
+    let in_two_days =
+        cosid_core::time::format_rfc3339_ms(cosid_core::clock::system_now_ms() + 2 * 86_400_000);
     for (t, says) in [
         ("9999-12-31T00:00:00Z", "outside the time"),
         (in_two_days.as_str(), "more than a day ahead"),
