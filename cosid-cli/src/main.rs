@@ -418,10 +418,42 @@ fn cmd_parse(a: ParseArgs) -> cosid_core::Result<()> {
                 IdFormat::Decimal
             })
         });
-        let id = fmt.parse_id(&layout, text)?;
+        let id = match fmt.parse_id(&layout, text) {
+            Ok(id) => id,
+            Err(e) if forced.is_none() => return Err(with_format_hint(e, &layout, text)),
+            Err(e) => return Err(e),
+        };
         let _ = writeln!(out, "{}", convert::decode(&layout, id)?.to_json());
     }
     Ok(())
+}
+
+/// The refusal of an id read as decimal (no --format) that another text form reads: the
+/// `--format` to give (what `cosid next --format base62` prints reads back with
+/// `--format base62`). Only forms with their default options are tried, and each one that
+/// reads the text is named, as a short text may read in more than one.
+fn with_format_hint(e: Error, layout: &Layout, text: &str) -> Error {
+    let fits: Vec<&str> = ["base62", "radix36", "friendly", "hex"]
+        .into_iter()
+        .filter(|spec| {
+            TextFormat::parse(spec)
+                .and_then(|f| f.parse_id(layout, text))
+                .is_ok()
+        })
+        .collect();
+    if fits.is_empty() {
+        return e;
+    }
+    let how: Vec<String> = fits.iter().map(|f| format!("--format {f}")).collect();
+    Error::new(
+        e.kind(),
+        format!(
+            "{}; it reads as a {} id: add {}",
+            e.message(),
+            fits.join(" or "),
+            how.join(" or ")
+        ),
+    )
 }
 
 /// Opens a store that must exist already: `cosid slots` and `cosid migrate` read or change a

@@ -121,7 +121,8 @@ static int held_slots(const char *ns) {
     char cfg[640];
     snprintf(cfg, sizeof cfg,
              "cosid:\n  namespace: %s\n  machine:\n    lease:\n      store: sqlite://%s/procs.db\n"
-             "      bits: %d\n      owner-key: probe-%d\n      acquire-timeout: 0s\n",
+             "      bits: %d\n      ttl: 60s\n      owner-key: probe-%d\n"
+             "      acquire-timeout: 0s\n",
              ns, test_dir(), BITS, i);
     cosid_status st = cosid_runtime_new(cfg, &probes[i]);
     if (st == COSID_ERR_EXHAUSTED) {

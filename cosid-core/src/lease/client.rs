@@ -514,9 +514,10 @@ impl LeaseClient {
                 ErrorKind::NamespaceMismatch,
                 format!(
                     "namespace '{}' records the id layout {recorded} ({}); this runtime uses \
-                     {mine} ({}); ids of two layouts collide, so use the recorded layout or \
-                     another namespace (`cosid migrate` is the way to change a namespace's \
-                     layout)",
+                     {mine} ({}); a namespace's layout never changes and ids of two layouts \
+                     collide, so give this runtime the recorded layout (cosid.snowflake), or \
+                     give the other layout a namespace of its own whose ids never share a \
+                     column with this one's",
                     self.namespace,
                     recorded.encode(),
                     mine.encode()
@@ -729,9 +730,11 @@ impl LeaseClient {
             ErrorKind::Exhausted,
             format!(
                 "all {} slots of namespace '{}' are held by live leases; the earliest expires at {} \
-                 (in {}); wait for it, or give the namespace more slots: \
-                 cosid.machine.lease.bits can grow up to the layout's node-bits, and past those \
-                 only a new namespace with a wider layout helps",
+                 (in {}); wait for it, or move to a namespace with more slots (a namespace's \
+                 cosid.machine.lease.bits never changes): stop this namespace's runtimes, run \
+                 `cosid migrate --store URL --namespace NEW --not-before T` with T the time of \
+                 their last id, then start them on NEW with larger bits (at most the layout's \
+                 node-bits)",
                 self.limit,
                 self.namespace,
                 crate::time::format_rfc3339_ms(earliest),

@@ -78,7 +78,7 @@ impl StoreUrl {
             ));
         }
         let Some((scheme, rest)) = t.split_once(':') else {
-            return Err(bad("has no scheme"));
+            return Err(no_scheme(t).unwrap_or_else(|| bad("has no scheme")));
         };
         match scheme.to_ascii_lowercase().as_str() {
             "memory" => {
@@ -113,8 +113,8 @@ impl StoreUrl {
             }
             "etcd" | "etcds" => Self::network(t, rest, &bad).map(|url| StoreUrl::Etcd { url }),
             "mysql" | "mariadb" => Self::network(t, rest, &bad).map(|url| StoreUrl::Mysql { url }),
-            _ if looks_like_scheme(scheme) => Err(bad("has an unknown scheme")),
-            _ => Err(bad("has no scheme")),
+            _ if looks_like_scheme(scheme) => Err(bad(&unknown_scheme(scheme, rest))),
+            _ => Err(no_scheme(t).unwrap_or_else(|| bad("has no scheme"))),
         }
     }
 
@@ -439,6 +439,99 @@ fn looks_like_scheme(s: &str) -> bool {
     chars.next().is_some_and(|c| c.is_ascii_alphabetic())
         && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
         && s.len() <= 16
+}
+
+/// The refusal of an unknown scheme: "has an unknown scheme", with the scheme and the closest
+/// known one when the text is shaped `SCHEME://…`. Only then is the scheme shown: in other
+/// shapes the text before the first ':' may be a user name or a password (`SECRET:x@host`).
+fn unknown_scheme(scheme: &str, rest: &str) -> String {
+    if !rest.starts_with("//") {
+        return "has an unknown scheme".to_string();
+    }
+    match closest_scheme(&scheme.to_ascii_lowercase()) {
+        Some(known) => format!("has an unknown scheme '{scheme}': did you mean {known}://?"),
+        None => format!("has an unknown scheme '{scheme}'"),
+    }
+}
+
+/// The known scheme a mistyped or foreign one most likely means: a common other name for a
+/// store (`http` for etcd's endpoints, `psql`, `file`), else the one at most one edit away (two
+/// for longer schemes), if exactly one is that close.
+fn closest_scheme(scheme: &str) -> Option<&'static str> {
+    const OTHER_NAMES: [(&str, &str); 11] = [
+        ("http", "etcd"),
+        ("https", "etcds"),
+        ("pg", "postgres"),
+        ("pgsql", "postgres"),
+        ("psql", "postgres"),
+        ("file", "sqlite"),
+        ("sqlite3", "sqlite"),
+        ("mem", "memory"),
+        ("valkey", "redis"),
+        ("valkeys", "rediss"),
+        ("maria", "mariadb"),
+    ];
+    if let Some((_, known)) = OTHER_NAMES.iter().find(|(other, _)| *other == scheme) {
+        return Some(known);
+    }
+    let reach = if scheme.chars().count() <= 4 { 1 } else { 2 };
+    let mut best: Option<(usize, &'static str)> = None;
+    let mut tied = false;
+    for known in KNOWN_SCHEMES {
+        let d = edit_distance(scheme, known);
+        match best {
+            Some((b, _)) if d > b => {}
+            Some((b, _)) if d == b => tied = true,
+            _ => {
+                best = Some((d, known));
+                tied = false;
+            }
+        }
+    }
+    best.filter(|(d, _)| *d <= reach && !tied).map(|(_, k)| k)
+}
+
+/// Levenshtein distance (insertions, deletions and substitutions), on short ASCII schemes.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diagonal + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+/// The refusal of a text without a scheme that is a file path (`/tmp/x.db`, `./slots.db`,
+/// `slots.db`), showing the SQLite URL that names it. Other texts get the general refusal:
+/// only a path of one word without `@` or `=` is shown, as no connection string has that shape.
+fn no_scheme(t: &str) -> Option<Error> {
+    let path_like = t.starts_with('/')
+        || t.starts_with("./")
+        || t.starts_with("../")
+        || [".db", ".db3", ".sqlite", ".sqlite3"]
+            .iter()
+            .any(|ext| t.ends_with(ext) && t.len() > ext.len());
+    // `~` is the shell's: sqlite://~/x.db would name a directory called `~`.
+    if !path_like
+        || t.starts_with('~')
+        || t.chars()
+            .any(|c| c.is_whitespace() || c.is_control() || "@=".contains(c))
+    {
+        return None;
+    }
+    Some(Error::config(format!(
+        "the store URL has no scheme; for the SQLite file '{t}' write sqlite://{t} (other stores: \
+         memory:, redis://host:6379, postgres://user@host/db, etcd://host:2379 or \
+         mysql://user@host/db)"
+    )))
 }
 
 /// Query keys whose values are credentials.
