@@ -70,10 +70,11 @@ caught_tests! {
     release_by_a_non_holder_is_caught => ReleaseSkipsHolderCheck,
     a_guard_ignoring_lost_writes_is_caught => GuardIgnoresLostWrites,
     a_guard_trusting_new_namespaces_is_caught => GuardTrustsNewNamespaces,
+    a_renewal_of_a_moved_back_record_is_caught => RenewsMovedBackRecord,
 }
 
 #[test]
 fn every_mutation_has_a_test_here() {
     // A mutation added to the switch list without a test above fails here.
-    assert_eq!(Mutation::ALL.len(), 9, "add a test for the new mutation");
+    assert_eq!(Mutation::ALL.len(), 10, "add a test for the new mutation");
 }

@@ -760,7 +760,10 @@ impl LeaseClient {
             // above every ceiling the store may have forgotten.
             if lease.version() != Some(current.version) || now >= current.value.expires_at {
                 let lost = self.lost_at()?.flatten();
-                if lost.is_some_and(|lost| lost >= lease.store_now) {
+                let moved_back = lost.is_some_and(|lost| lost >= lease.store_now);
+                #[cfg(feature = "mutation-switches")]
+                let moved_back = mutation::moved_back(moved_back);
+                if moved_back {
                     return Ok(Renewal::Lost(Refusal::MovedBack));
                 }
             }

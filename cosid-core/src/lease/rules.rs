@@ -199,11 +199,14 @@ pub mod mutation {
         /// The restart guard trusts a namespace created on a store that may have lost it: it
         /// starts at 0.
         GuardTrustsNewNamespaces,
+        /// A renewal through a read renews a record a store that lost writes since the lease's
+        /// last one may have moved back, instead of reporting the lease lost.
+        RenewsMovedBackRecord,
     }
 
     impl Mutation {
         /// Every deliberate bug (not [`Mutation::None`]).
-        pub const ALL: [Mutation; 9] = [
+        pub const ALL: [Mutation; 10] = [
             Mutation::ReleaseHandsOverFloor,
             Mutation::IssueAtFloor,
             Mutation::IssuePastCeiling,
@@ -213,6 +216,7 @@ pub mod mutation {
             Mutation::ReleaseSkipsHolderCheck,
             Mutation::GuardIgnoresLostWrites,
             Mutation::GuardTrustsNewNamespaces,
+            Mutation::RenewsMovedBackRecord,
         ];
     }
 
@@ -285,6 +289,12 @@ pub mod mutation {
         } else {
             floor
         }
+    }
+
+    /// Whether a renewal through a read takes the record it read as moved back: never under
+    /// [`Mutation::RenewsMovedBackRecord`].
+    pub(crate) fn moved_back(moved_back: bool) -> bool {
+        moved_back && !is(Mutation::RenewsMovedBackRecord)
     }
 
     /// The window the generator's check uses: the one bound, widened by

@@ -20,15 +20,17 @@
 //!
 //! **A store that loses its data** (one seed in four): the store forgets acknowledged writes,
 //! as a `FLUSHALL` (a wipe on a server that keeps running), a restart without its data (a
-//! wipe, and the server reports its start), or a restart that kept the namespace record but
-//! lost the slot records' writes (the server reports its start; no namespace is created again,
-//! so only the guard's floor after a restart keeps newcomers above the lost ceilings). A restart from an older snapshot is written
-//! (`Sim::lose_data`) but not drawn: see there. The clients run with the restart guard,
+//! wipe, and the server reports its start), a restart that kept the namespace record but lost
+//! the slot records' writes (the server reports its start; no namespace is created again, so
+//! only the guard's floor after a restart keeps newcomers above the lost ceilings), or a restart
+//! from an older snapshot (every record as it was some steps ago, at most back to the last
+//! loss; the server reports its start). The clients run with the restart guard,
 //! the store says that a new namespace may be a lost one (as every network store does), and the
 //! checker decides as for every other fault: the old holders' windows still count up to their
 //! ceilings, so a newcomer's window on their slot must start above them. In those seeds the
-//! store's clock only jumps forward: the guard bounds the lost ceilings by the store's clock
-//! after the loss, which a store clock set back across the loss would break
+//! store's clock does not jump: the guard bounds the lost ceilings by the store's clock, which a
+//! store clock set back across the loss would break, and a jump ahead makes a holder's estimate
+//! of it lag, the one case of a record brought back that a one-round-trip renewal cannot see
 //! (`docs/stores.md`, "What remains"). Versions never repeat across a loss here; a store whose
 //! versions restart (etcd) keeps them apart by its lineage, tested against etcd itself.
 
@@ -484,11 +486,11 @@ impl Sim {
                 self.log.push(format!("{i} clock frozen={}", inst.frozen));
             }
             94..=96 if self.recorder.loses_data => self.lose_data(),
+            // A store that loses data keeps its clock: the guard's bound is in the store's
+            // clock, and a holder's estimate of it must not lag a jump (see the module doc).
+            _ if self.recorder.loses_data => {}
             _ => {
-                let mut jump = self.rng.signed(4 * self.terms.ttl_ms);
-                if self.recorder.loses_data {
-                    jump = jump.abs();
-                }
+                let jump = self.rng.signed(4 * self.terms.ttl_ms);
                 self.store_clock.set(self.store_clock.now_ms() + jump);
                 self.log.push(format!("store clock jumped {jump} ms"));
             }
@@ -504,11 +506,7 @@ impl Sim {
     fn lose_data(&mut self) {
         let now = self.store_clock.now_ms();
         self.outcome.losses += 1;
-        // A restart from an older snapshot (`roll_back`) is not drawn yet: a holder whose lease
-        // expired by the store's clock but not by its own estimate of it (a store clock that
-        // jumped forward) renews the copy brought back in one round trip, and that
-        // compare-and-set cannot see the restart (docs/stores.md, "What remains").
-        match self.rng.below(3) {
+        match self.rng.below(4) {
             0 => {
                 self.memory.wipe();
                 self.log.push("store wiped while running (FLUSHALL)".into());
@@ -534,9 +532,9 @@ impl Sim {
             }
         }
         // A later restore goes back at most to here: a restore to a copy older than an
-        // earlier loss (a wipe, then a backup from before it) can bring back a lease that a
-        // holder still remembers as its last write, whose one-round-trip renewal cannot tell
-        // (docs/stores.md, "What remains").
+        // earlier loss (a wipe, then a backup from before it) can bring back, unexpired, a
+        // lease that a holder still remembers as its last write, whose one-round-trip renewal
+        // cannot tell (docs/stores.md, "What remains").
         self.saved = self.memory.save();
         // What the store holds now is what the next writes start from (a renewal of a record
         // the snapshot brought back continues its tenure).
