@@ -1,4 +1,4 @@
-//! Bounds on what hostile or careless input can grow (issue 32), through the public API: each
+//! Bounds on what hostile or careless input can grow, through the public API: each
 //! test feeds one input that used to fill memory, block or flood a message, and checks that it
 //! now fails at once with an error naming the bound.
 //!

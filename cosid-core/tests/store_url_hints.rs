@@ -76,11 +76,19 @@ fn text_not_shaped_scheme_slash_slash_shows_nothing() {
     }
 }
 
+/// A database file in a directory that exists, or any file that exists, is echoed with the URL
+/// that names it; other text that looks like a path is not (it may be a secret pasted in the
+/// wrong place) and gets the general form.
 #[test]
 fn a_bare_file_path_suggests_its_sqlite_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let existing = dir.path().join("slots");
+    std::fs::write(&existing, b"").unwrap();
+    let existing = existing.to_str().unwrap().to_string();
+    let existing_url = format!("sqlite://{existing}");
     for (text, url) in [
         ("/tmp/x.db", "sqlite:///tmp/x.db"),
-        ("/var/lib/cosid/slots", "sqlite:///var/lib/cosid/slots"),
+        (existing.as_str(), existing_url.as_str()),
         ("./slots.db", "sqlite://./slots.db"),
         ("slots.db", "sqlite://slots.db"),
         ("/tmp/a:b.db", "sqlite:///tmp/a:b.db"),
@@ -103,6 +111,8 @@ fn text_that_may_be_a_connection_string_gets_no_path_hint() {
         "/SECRET@host.db",
         "~/slots.db",
         "cache.internal",
+        "/SECRET0B1111",
+        "/SECRET/internal",
     ] {
         let m = refusal(text);
         assert!(m.contains("has no scheme"), "{text}: {m}");

@@ -406,7 +406,7 @@ pub fn store_url(data: &[u8]) {
             "{what}({text:?}) failed with {e}"
         );
         assert!(!e.message().is_empty());
-        // One line, of a readable length, whatever the URL holds (issue 32).
+        // One line, of a readable length, whatever the URL holds.
         assert!(
             !e.message().contains('\n') && e.message().len() <= 2000,
             "{what}({text:?}): {e}"

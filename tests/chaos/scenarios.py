@@ -447,7 +447,7 @@ def store_empty_unguarded(ctx):
 
 
 # ------------------------------------------------------------------------------------------------
-# Data lost under live holders, newcomers started at once (issue 31): the restart guard covers
+# Data lost under live holders, newcomers started at once: the restart guard covers
 # every way a store can lose its data, not only a restart.
 
 

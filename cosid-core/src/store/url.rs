@@ -527,11 +527,29 @@ fn no_scheme(t: &str) -> Option<Error> {
     {
         return None;
     }
-    Some(Error::config(format!(
-        "the store URL has no scheme; for the SQLite file '{t}' write sqlite://{t} (other stores: \
-         memory:, redis://host:6379, postgres://user@host/db, etcd://host:2379 or \
-         mysql://user@host/db)"
-    )))
+    // The text is echoed only when it names a file that exists, or a database file in a
+    // directory that exists: anything else may be a secret pasted in the wrong place.
+    let path = std::path::Path::new(t);
+    let db_name = [".db", ".db3", ".sqlite", ".sqlite3"]
+        .iter()
+        .any(|ext| t.ends_with(ext));
+    let dir_exists = match path.parent() {
+        Some(d) if d.as_os_str().is_empty() => true,
+        Some(d) => d.is_dir(),
+        None => false,
+    };
+    if path.is_file() || (db_name && dir_exists) {
+        return Some(Error::config(format!(
+            "the store URL has no scheme; for the SQLite file '{t}' write sqlite://{t} (other \
+             stores: memory:, redis://host:6379, postgres://user@host/db, etcd://host:2379 or \
+             mysql://user@host/db)"
+        )));
+    }
+    Some(Error::config(
+        "the store URL has no scheme; for an SQLite file write sqlite:// and its path \
+         (sqlite:///path/slots.db), for another store its URL (memory:, \
+         redis://host:6379, postgres://user@host/db, etcd://host:2379 or mysql://user@host/db)",
+    ))
 }
 
 /// Query keys whose values are credentials.

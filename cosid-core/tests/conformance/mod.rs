@@ -1227,7 +1227,10 @@ pub fn namespace_layout_mismatch_is_refused_naming_both_layouts(open: Open) {
             m.contains(&IdLayout::of(&second).encode()),
             "names this runtime's layout: {m}"
         );
-        assert!(m.contains("cosid migrate"), "{m}");
+        assert!(
+            m.contains("cosid.snowflake"),
+            "names the setting to fix: {m}"
+        );
     }
     // Another unit or bit split is refused the same way; the same layout is accepted.
     let seconds = client(&open(), &ns, 3, LONG).with_layout(&Layout::SECONDS);
