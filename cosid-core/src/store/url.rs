@@ -363,9 +363,16 @@ fn check_params(url: &str) -> Result<()> {
     };
     let query = url[q + 1..].split('#').next().unwrap_or("");
     let base = redact(&url[..q]);
+    // An '@' after a '?' cannot be placed for sure (a password in the user information may
+    // hold '?', a query value may hold '@'): then no name is shown, since any may be a piece of
+    // a secret.
+    let ambiguous = url
+        .find('?')
+        .is_some_and(|first| url[first..].contains('@'));
     let shown = |pair: &str| match pair.split_once('=') {
         Some((k, _))
-            if k.len() <= 40
+            if !ambiguous
+                && k.len() <= 40
                 && k.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "_-.%+".contains(c)) =>
         {
