@@ -53,16 +53,17 @@ def forked_child(config: dict[str, Any], count: int, queue: Any) -> None:
     queue.put(outcome)
 
 
-def held_slots(store: str, namespace: str, bits: int) -> int:
+def held_slots(store: str, namespace: str, bits: int, ttl: str = "60s") -> int:
     """How many of the namespace's 2**bits slots are held by a live lease right now: tries to
     take every slot with runtimes (owner keys of their own) that give up at once, and counts
-    the ones that found no free slot. Everything it takes it releases."""
+    the ones that found no free slot. Everything it takes it releases. `ttl` is the
+    namespace's (it records its ttl and refuses a runtime of another)."""
     probes = []
     held = 0
     try:
         for i in range(1 << bits):
             cfg = lease_config(store, namespace, bits=bits, owner_key=f"probe-{i}",
-                               acquire_timeout="0s")
+                               acquire_timeout="0s", ttl=ttl)
             try:
                 probes.append(cosid.Runtime(cfg))
             except cosid.ExhaustedError:
