@@ -32,6 +32,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A complete, validated configuration.
+///
+/// ```
+/// let config = cosid_core::Config::from_yaml(
+///     "cosid: {namespace: orders, machine: {lease: {store: 'sqlite:///var/lib/cosid/slots.db', ttl: 30s}}}",
+/// )?;
+/// assert_eq!(config.namespace, "orders");
+/// # Ok::<(), cosid_core::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// The namespace whose slots this runtime leases.

@@ -109,6 +109,14 @@ impl fmt::Display for ErrorKind {
 
 /// The error of every fallible core operation: a [`ErrorKind`] plus a message that names the
 /// offending value and, where there is one, the fix.
+///
+/// ```
+/// use cosid_core::{ErrorKind, Runtime};
+///
+/// let err = Runtime::from_yaml("cosid: {machine: {lease: {tll: 3s}}}").unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::Config);
+/// assert!(err.to_string().contains("did you mean 'ttl'"));
+/// ```
 pub struct Error {
     kind: ErrorKind,
     message: String,

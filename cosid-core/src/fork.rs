@@ -12,7 +12,7 @@
 //!    thread that does not exist in the child fails.
 //! 3. **No lock of ours is held across `fork()`.** The short critical sections a child could
 //!    later need (the generator map, the event listeners, every SQLite call) run inside
-//!    [`gate`]; a `pthread_atfork` prepare handler waits until none is running before the fork
+//!    `gate`; a `pthread_atfork` prepare handler waits until none is running before the fork
 //!    proceeds. None of them calls user code, so a fork waits at most for one store call of the
 //!    embedded store.
 //!

@@ -172,6 +172,18 @@ impl Batch<'_> {
 /// Thread-safe and lock-free: any number of threads may call `next`, `try_next` and
 /// `next_batch` at once. Ids from one generator strictly increase in `(timestamp, sequence)`
 /// within a binding and are unique across all threads.
+///
+/// ```
+/// use cosid_core::Runtime;
+///
+/// let rt = Runtime::from_yaml("cosid: {namespace: docs-gen, machine: {lease: {store: 'memory:docs-gen'}}}")?;
+/// let orders = rt.generator("orders")?; // a named generator: a sequence of its own on the slot
+/// let mut ids = [0u64; 100];
+/// orders.next_batch(&mut ids)?;
+/// assert!(ids.windows(2).all(|w| w[0] < w[1]));
+/// rt.close()?;
+/// # Ok::<(), cosid_core::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Generator {
     state: AtomicU64,

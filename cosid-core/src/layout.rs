@@ -56,6 +56,15 @@ impl TimeUnit {
 }
 
 /// A validated Snowflake bit layout. Cheap to copy; immutable.
+///
+/// ```
+/// use cosid_core::{IdParts, Layout};
+///
+/// let layout = Layout::MILLIS; // 41 timestamp, 10 slot and 12 sequence bits
+/// let id = layout.try_compose(IdParts { timestamp: 1_000, slot: 7, sequence: 3 })?;
+/// assert_eq!(layout.decompose(id)?.slot, 7);
+/// # Ok::<(), cosid_core::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Layout {
     epoch_ms: i64,

@@ -6,7 +6,7 @@
 //! it explicitly; dropping the last handle does it too.
 //!
 //! Fork (see `crate::fork` for the rule): the slot, the keeper, its thread and its store
-//! connections belong to one process, the [`Process`] part of the runtime. A forked child never
+//! connections belong to one process, the `Process` part of the runtime. A forked child never
 //! uses or drops the parent's: under `cosid.fork: new-slot` the first use in the child builds a
 //! `Process` of its own (a new incarnation on a new slot, from the same configuration) and
 //! rebinds the window to it; under `fail`, or where the store cannot be shared with a child,
@@ -148,6 +148,23 @@ struct Inner {
 /// Thread-safe: share it (it is cheap to clone; clones are handles to one runtime) and call
 /// `next` from any number of threads. Ids of one generator are unique across every process of
 /// the namespace, and strictly increase per generator within one binding.
+///
+/// ```
+/// use cosid_core::{Event, Runtime};
+///
+/// let config = cosid_core::Config::from_yaml(
+///     "cosid: {namespace: docs-rt, machine: {lease: {store: 'memory:docs-rt'}}}",
+/// )?;
+/// let rt = Runtime::builder()
+///     .config(config)
+///     .on_event(|e: &Event| eprintln!("cosid: {e}"))
+///     .build()?;
+/// let handle = rt.clone(); // one Arc: both issue from the same slot
+/// let id = std::thread::spawn(move || handle.next()).join().unwrap()?;
+/// assert!(rt.next()? > id);
+/// rt.close()?;
+/// # Ok::<(), cosid_core::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Runtime {
     inner: Arc<Inner>,

@@ -107,7 +107,7 @@ fn field(b: &[u8], pad: Option<usize>) -> std::result::Result<u64, String> {
     }
 }
 
-/// Parses friendly text as [`format`] writes it for `layout` and `o`: a local time that starts
+/// Parses friendly text as [`format()`] writes it for `layout` and `o`: a local time that starts
 /// one of the layout's time units inside its range, and a slot and sequence that fit its bits.
 pub fn parse(layout: &Layout, text: &str, o: &FriendlyOptions) -> Result<u64> {
     let bad = |why: &str| {

@@ -275,7 +275,7 @@ impl LeaseClient {
 
     /// Turns the restart guard on (every runtime does): no window this client starts lies below
     /// a ceiling a store that lost data may have forgotten (`docs/protocol.md` section 7,
-    /// [`LeaseClient::guard`]).
+    /// `LeaseClient::guard`).
     pub fn with_restart_guard(mut self) -> Self {
         self.restart_guard = true;
         self
@@ -1021,7 +1021,7 @@ impl LeaseClient {
 
 /// The slots without a record below which [`LeaseClient::raise_not_before`] writes one: a
 /// starter that lost up to three compare-and-set races picks among the lowest
-/// `(SPREAD_MIN + 2 × live) × 2^(races + FREE_PICKS - 1)` free slots ([`candidate_ask`]), so
+/// `(SPREAD_MIN + 2 × live) × 2^(races + FREE_PICKS - 1)` free slots (`candidate_ask`), so
 /// with no live lease, below `SPREAD_MIN × 2^6`; each live lease widens that by
 /// `2 × FAR_PICKS` more.
 pub const MIGRATE_VACANT_BOUND: u32 = (SPREAD_MIN as u32) << 6;

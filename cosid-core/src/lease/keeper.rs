@@ -116,7 +116,7 @@ type Pending = Vec<Event>;
 
 impl LeaseKeeper {
     /// A keeper with its own (listener-less) event bus and counters: for simulations and tools
-    /// that drive [`LeaseKeeper::tick`] themselves. See [`LeaseKeeper::start`].
+    /// that drive [`LeaseKeeper::tick`] themselves. See `LeaseKeeper::start`.
     pub fn start_standalone(
         client: LeaseClient,
         window: Arc<Window>,

@@ -16,7 +16,7 @@
 //! - A snapshot is one linearizable transaction of range reads: the namespace key, the lineage
 //!   and the namespace's slot keys (one round trip, one revision). After the first, only the
 //!   slots changed since the last snapshot's revision are transferred and merged into it (see
-//!   [`EtcdStore::read_snapshot`] for when that is sound); `read_slot` is one linearizable
+//!   `EtcdStore::read_snapshot` for when that is sound); `read_slot` is one linearizable
 //!   transaction reading the slot's key and the lineage.
 //! - Each compare-and-set is one transaction: `mod_revision(key) == expected` and the lineage
 //!   still the one the expected version names (or `create_revision(key) == 0` when no record is

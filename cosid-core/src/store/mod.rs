@@ -351,6 +351,31 @@ pub fn open_with_clock(url: &str, clock: crate::clock::SharedClock) -> Result<Sh
     }
 }
 
+/// The error for a store this build was compiled without. Every package of cosid names a store's
+/// feature the same way (`cosid-core`, the command, libcosid and both bindings), and all but
+/// `cosid-core` build every store by default: the user who meets this error is almost always a
+/// Rust user whose `Cargo.toml` names `cosid-core` with its defaults (SQLite only).
+#[cfg_attr(
+    all(
+        feature = "sqlite",
+        feature = "redis",
+        feature = "postgres",
+        feature = "etcd",
+        feature = "mysql"
+    ),
+    allow(dead_code)
+)]
+fn missing_feature(url: &StoreUrl) -> Error {
+    let feature = url.feature();
+    Error::config(format!(
+        "store '{}' needs the '{feature}' feature, which this build of cosid does not have; \
+         enable it where cosid-core is a dependency (Cargo.toml: `cosid-core = {{ version = \
+         \"0.1\", features = [\"{feature}\"] }}`), or build the command, libcosid or a binding \
+         with its default features (every store) or `--features {feature}`",
+        url.redacted(),
+    ))
+}
+
 fn open_parsed(url: &StoreUrl) -> Result<SharedStore> {
     url.check_params()?;
     match url {
@@ -367,12 +392,29 @@ fn open_parsed(url: &StoreUrl) -> Result<SharedStore> {
         StoreUrl::Mysql { .. } => Ok(mysql::MysqlStore::open(url)?),
         // Unreachable when every store's feature is on.
         #[allow(unreachable_patterns)]
-        other => Err(Error::config(format!(
-            "store '{}' needs the '{}' feature, which this build of cosid does not have; rebuild \
-             with `--features {}`",
-            other.redacted(),
-            other.feature(),
-            other.feature()
-        ))),
+        other => Err(missing_feature(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_built_without_says_which_feature_and_where_to_enable_it() {
+        for (url, feature) in [
+            ("redis://127.0.0.1:1", "redis"),
+            ("postgres://u:secret@db/x", "postgres"),
+            ("mariadb://db/x", "mysql"),
+            ("etcds://e1:2379", "etcd"),
+        ] {
+            let text = missing_feature(&StoreUrl::parse(url).unwrap()).to_string();
+            assert!(
+                text.contains(&format!("features = [\"{feature}\"]")),
+                "{url}: {text}"
+            );
+            assert!(text.contains("Cargo.toml"), "{url}: {text}");
+            assert!(!text.contains("secret"), "{url}: {text}");
+        }
     }
 }

@@ -200,7 +200,7 @@ impl StoreUrl {
         Error::config(format!("store '{}' is not {wanted}", self.redacted()))
     }
 
-    /// The URL with any credential replaced by `***` (see [`redact`]).
+    /// The URL with any credential replaced by `***` (see `redact`).
     pub fn redacted(&self) -> String {
         match self {
             StoreUrl::Memory { name } => format!("memory:{name}"),
