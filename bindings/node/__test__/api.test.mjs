@@ -275,6 +275,10 @@ test('Runtime.create refuses options it does not know, naming them', async () =>
     'options.onEvent must be a function')
   await expectError(Runtime.create(memoryConfig(), () => {}), TypeError, 'COSID_ERR_INVALID_ARGUMENT',
     'options must be an object')
+  // A string given as the options is never echoed: it may be a store URL with its password.
+  const e = await expectError(Runtime.create(memoryConfig(), 'redis://u:hunter2@host/0'), TypeError,
+    'COSID_ERR_INVALID_ARGUMENT', 'got a string')
+  assert.ok(!e.message.includes('hunter2'), e.message)
   // No options, or none given, is fine.
   for (const options of [undefined, null, {}, { onEvent: undefined }]) {
     await (await Runtime.create(memoryConfig(), options)).close()

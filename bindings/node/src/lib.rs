@@ -422,12 +422,13 @@ fn create_options<'a>(
         _ => {
             return Err(type_error(format!(
                 "{WHAT}: options must be an object like {{ onEvent: (event) => {{}} }}, got {}",
+                // The type only: a string here may be a store URL with its password.
                 if t == sys::ValueType::napi_object {
-                    "an array".to_string()
+                    "an array"
                 } else {
-                    format!("{} ({})", type_name(t), raw::display(env, options.raw()))
+                    type_name(t)
                 }
-            )))
+            )));
         }
     }
     let mut listener = None;
