@@ -25,8 +25,14 @@ export declare class Generator {
    * nothing, like `nextBatch(n)`: a rejection returns no id.
    */
   nextBatchAsync(n: number): Promise<BigUint64Array>
-  /** One id as fixed-width base-62 text (11 characters of `0-9A-Za-z`, ordered like the ids). */
-  nextString(): string
+  /**
+   * One id as fixed-width base-62 text (11 characters of `0-9A-Za-z`, ordered like the ids;
+   * `fromBase62` reads it back): a string, so `JSON.stringify` takes it as it is. Throws
+   * like `next()`.
+   */
+  nextStr(): string
+  /** `nextStr()`, waiting off the event loop (up to `max-wait`) like `nextAsync()`. */
+  nextStrAsync(): Promise<string>
   /** Takes an id of this layout apart. */
   parse(id: bigint): IdInfo
   /** The generator's name. */
@@ -62,8 +68,14 @@ export declare class Runtime {
    * nothing, like `nextBatch(n)`: a rejection returns no id.
    */
   nextBatchAsync(n: number): Promise<BigUint64Array>
-  /** One id as fixed-width base-62 text (11 characters of `0-9A-Za-z`, ordered like the ids). */
-  nextString(): string
+  /**
+   * One id as fixed-width base-62 text (11 characters of `0-9A-Za-z`, ordered like the ids;
+   * `fromBase62` reads it back): a string, so `JSON.stringify` takes it as it is. Throws
+   * like `next()`.
+   */
+  nextStr(): string
+  /** `nextStr()`, waiting off the event loop (up to `max-wait`) like `nextAsync()`. */
+  nextStrAsync(): Promise<string>
   /** Takes an id of this layout apart. */
   parse(id: bigint): IdInfo
   /**
@@ -73,8 +85,12 @@ export declare class Runtime {
    * 'sqlite:///var/lib/cosid/slots.db' } } } }`); none is the embedded default
    * (`$XDG_STATE_HOME/cosid/slots.db`). Rejects with `COSID_ERR_CONFIG`, `COSID_ERR_STORE`,
    * `COSID_ERR_EXHAUSTED`, `COSID_ERR_NAMESPACE_MISMATCH`, ... or a `TypeError`.
+   *
+   * `options.onEvent`: a listener of every keeper event from the start, the first
+   * `slot_acquired` included (`rt.on` comes too late for that one), as `rt.on('*', listener)`
+   * would call it.
    */
-  static create(config?: string | Record<string, unknown> | null): Promise<Runtime>
+  static create(config?: string | Record<string, unknown> | null, options?: CreateOptions): Promise<Runtime>
   /**
    * The generator called `name` (created on first use), sharing this runtime's slot. Each
    * name is its own id space. `''` is the default generator. Keep the returned object: each
@@ -101,6 +117,22 @@ export declare class Runtime {
    */
   close(): Promise<void>
 }
+
+/** The options of `Runtime.create(config, options)`. */
+export interface CreateOptions {
+  /**
+   * Called on the JavaScript thread for every keeper event, from the first `slot_acquired`
+   * on (as `rt.on('*', listener)` is for later ones). Never keeps the process alive.
+   */
+  onEvent?: (event: RuntimeEvent) => void
+}
+
+/**
+ * The `code` of every error the addon throws or rejects with: the C API's status names, one
+ * per core error kind, and `COSID_ERR_INTERNAL` (a Node-API call failed) and
+ * `COSID_ERR_PANIC` (a bug stopped at the boundary). Later versions may add codes.
+ */
+export type ErrorCode = 'COSID_ERR_CONFIG' | 'COSID_ERR_STORE' | 'COSID_ERR_WINDOW_CLOSED' | 'COSID_ERR_SLOT_LOST' | 'COSID_ERR_CLOCK_BEHIND' | 'COSID_ERR_TIMEOUT' | 'COSID_ERR_CLOSED' | 'COSID_ERR_FORKED' | 'COSID_ERR_INVALID_ARGUMENT' | 'COSID_ERR_EXHAUSTED' | 'COSID_ERR_NAMESPACE_MISMATCH' | 'COSID_ERR_STATE_FILE' | 'COSID_ERR_INTERNAL' | 'COSID_ERR_PANIC'
 
 /**
  * The text of `id` in `format`: `dec`, `hex`, `base62` (`radix62`), `radix36` or `friendly`,
@@ -210,8 +242,11 @@ export interface Stats {
   slotsLost: number
   /** Clock-skew events raised. */
   clockSkewEvents: number
-  /** The bound slot (meaningful while `bound`). */
-  slot: number
+  /**
+   * The bound slot; `null` while none is bound (before the first acquisition, after a loss,
+   * after `close()`), as Python's `Stats.slot` is `None`.
+   */
+  slot: number | null
   /** Whether a slot is bound now. */
   bound: boolean
   /** The current window's lower bound (excluded), ms since the Unix epoch. */

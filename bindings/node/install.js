@@ -3,10 +3,12 @@
 // `install` script: the published package installs with no script and no compiler, its addon
 // coming from the per-platform package cosid-<platform>). Builds this platform's addon into this
 // folder as cosid.<platform>.node, which index.js loads before any per-platform package; does
-// nothing when that file exists, unless `node install.js --force`. Needs the repository around
-// this folder (the crate path-depends on cosid-core) and a Rust toolchain.
-const { existsSync, copyFileSync, renameSync } = require('node:fs')
-const { join, dirname } = require('node:path')
+// nothing when that file exists, unless `node install.js --force` (`npm run build`; further
+// arguments go to cargo, e.g. `--features bench-hooks`). Needs the repository around this folder
+// (the crate path-depends on cosid-core) and a Rust toolchain.
+const { existsSync, copyFileSync, renameSync, mkdtempSync, writeFileSync, rmSync } = require('node:fs')
+const { join } = require('node:path')
+const { tmpdir } = require('node:os')
 const { spawnSync } = require('node:child_process')
 const { binaryName } = require('./platform.js')
 
@@ -34,28 +36,31 @@ if (spawnSync(cargo, ['--version'], { stdio: 'ignore' }).status !== 0) {
   fail(`building the addon from source needs cargo, and '${cargo}' did not run; install Rust (rustup) and retry`)
 }
 
-// In a development checkout (npm ci in this folder) @napi-rs/cli is installed: build with it,
-// which also regenerates index.d.ts. A consumer's install has no dev dependencies: plain cargo.
-let cliPackage
+// One cargo build, in the workspace's target folder (cargo's own, or CARGO_TARGET_DIR), for this
+// machine without --target: the dependencies compiled for the command line (`cargo build
+// --release`) are the addon's too. `napi build` would pass --target, which puts every
+// dependency in target/<triple>/ and compiles them all once more.
+//
+// In a development checkout (npm ci in this folder) @napi-rs/cli is installed: the build also
+// records the #[napi] declarations (NAPI_TYPE_DEF_TMP_FOLDER, a fresh folder, so the addon's
+// crate is compiled again and records them all), from which the CLI's own generator writes
+// index.d.ts as `napi build` would. A consumer's install has no dev dependencies: no types.
+let cli
 try {
-  cliPackage = require.resolve('@napi-rs/cli/package.json', { paths: [__dirname] })
+  cli = require.resolve('@napi-rs/cli', { paths: [__dirname] })
 } catch {
-  cliPackage = null
+  cli = null
 }
-if (cliPackage) {
-  const bin = join(dirname(cliPackage), require(cliPackage).bin.napi)
-  const args = [bin, 'build', '--platform', '--release', '--no-js']
-  console.error(`cosid: building the native addon from source (napi ${args.slice(1).join(' ')})...`)
-  const build = spawnSync(process.execPath, args, { cwd: __dirname, stdio: 'inherit' })
-  if (build.status !== 0) fail(`napi build failed (exit status ${build.status})`)
-  if (!existsSync(target)) fail(`napi build wrote no ${target}`)
-  process.exit(0)
+const extra = process.argv.slice(2).filter((a) => a !== '--force')
+const env = { ...process.env }
+let typeDefs = null
+if (cli) {
+  typeDefs = mkdtempSync(join(tmpdir(), 'cosid-napi-types-'))
+  env.NAPI_TYPE_DEF_TMP_FOLDER = typeDefs
 }
-
-console.error(`cosid: building the native addon from source (cargo build --release -p cosid-node)...`)
-const build = spawnSync(cargo, ['build', '--release', '-p', 'cosid-node', '--manifest-path', manifest], {
-  stdio: 'inherit',
-})
+const args = ['build', '--release', '-p', 'cosid-node', '--manifest-path', manifest, ...extra]
+console.error(`cosid: building the native addon from source (cargo ${args.join(' ')})...`)
+const build = spawnSync(cargo, args, { stdio: 'inherit', env })
 if (build.status !== 0) fail(`cargo build failed (exit status ${build.status})`)
 
 const meta = spawnSync(cargo, ['metadata', '--format-version', '1', '--no-deps', '--manifest-path', manifest], {
@@ -72,3 +77,27 @@ if (!existsSync(built)) fail(`cargo built nothing at ${built}`)
 copyFileSync(built, `${target}.tmp`)
 renameSync(`${target}.tmp`, target)
 console.error(`cosid: built ${target}`)
+
+if (typeDefs) {
+  // index.d.ts from the recorded declarations, with the options of package.json's `napi`
+  // section, as `napi build --platform --no-js` writes it.
+  const napi = require('./package.json').napi || {}
+  const { generateTypeDef } = require(cli)
+  generateTypeDef({
+    typeDefDir: typeDefs,
+    cwd: __dirname,
+    configDtsHeader: napi.dtsHeader,
+    configDtsHeaderFile: napi.dtsHeaderFile,
+    constEnum: napi.constEnum,
+    runtimeStringEnum: napi.runtimeStringEnum,
+    declareBindingTarget: false,
+  })
+    .then(({ dts }) => {
+      if (!dts) fail(`the build recorded no #[napi] declarations in ${typeDefs}; index.d.ts is unchanged`)
+      writeFileSync(join(__dirname, 'index.d.ts.tmp'), dts)
+      renameSync(join(__dirname, 'index.d.ts.tmp'), join(__dirname, 'index.d.ts'))
+      rmSync(typeDefs, { recursive: true, force: true })
+      console.error(`cosid: wrote ${join(__dirname, 'index.d.ts')}`)
+    })
+    .catch((e) => fail(`could not write index.d.ts: ${e && e.stack ? e.stack : e}`))
+}

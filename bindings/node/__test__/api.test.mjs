@@ -70,9 +70,9 @@ test('nextBatch(n) returns n fresh increasing ids in a BigUint64Array; nextBatch
   await rt.close()
 })
 
-test('nextString() and toBase62/fromBase62 round-trip and sort like the ids', async () => {
+test('nextStr() and toBase62/fromBase62 round-trip and sort like the ids', async () => {
   const rt = await Runtime.create(memoryConfig())
-  const texts = [rt.nextString(), rt.nextString(), rt.nextString()]
+  const texts = [rt.nextStr(), rt.nextStr(), await rt.nextStrAsync()]
   for (const t of texts) assert.match(t, /^[0-9A-Za-z]{11}$/)
   assert.deepEqual([...texts].sort(), texts)
   const ids = texts.map(fromBase62)
@@ -113,7 +113,7 @@ test('named generators share the slot and each have their own id space', async (
   const b = rt.generator('orders').next()
   assert.ok(b > a, 'the same name is the same generator')
   assert.equal(orders.parse(a).slot, rt.stats().slot)
-  assert.equal(typeof orders.nextString(), 'string')
+  assert.equal(typeof orders.nextStr(), 'string')
   assert.equal(orders.nextBatch(3).length, 3)
   assert.equal(typeof (await orders.nextAsync()), 'bigint')
   assert.equal((await orders.nextBatchAsync(5)).length, 5)
@@ -134,7 +134,7 @@ test('nextAsync() and nextBatchAsync(n) resolve with fresh ids', async () => {
 
 test('the id methods are own properties; the prototype methods behave the same', async () => {
   const rt = await Runtime.create(memoryConfig())
-  for (const m of ['next', 'nextString', 'nextBatch', 'parse', 'nextAsync', 'nextBatchAsync']) {
+  for (const m of ['next', 'nextStr', 'nextBatch', 'parse', 'nextAsync', 'nextStrAsync', 'nextBatchAsync']) {
     assert.equal(typeof rt[m], 'function')
     assert.ok(Object.hasOwn(rt, m), `${m} is an own property`)
     assert.equal(typeof Runtime.prototype[m], 'function')
@@ -158,8 +158,11 @@ test('stats() counts issued ids and describes the bound window', async () => {
   assert.equal(s.acquisitions, 1)
   assert.equal(s.bound, true)
   assert.ok(s.ceilingMs > s.floorMs)
+  assert.equal(s.slot, rt.parse(rt.next()).slot)
   await rt.close()
   assert.equal(rt.stats().bound, false)
+  // No slot is bound: null, as Python's Stats.slot is None (not the released slot's number).
+  assert.equal(rt.stats().slot, null)
 })
 
 // The stats fields as the README documents them: the core's names (the C struct's members and
@@ -177,6 +180,7 @@ test('stats() carries exactly the core fields in camelCase, as received and as i
   }
   assert.equal(s.idsIssued, 1)
   await rt.close()
+  assert.deepEqual(Object.keys(rt.stats()), DOCUMENTED_STATS_FIELDS, 'the same keys once closed')
   const dts = readFileSync(join(packageDir, 'index.d.ts'), 'utf8')
   const body = dts.split('export interface Stats {')[1].split('\n}')[0]
   assert.deepEqual([...body.matchAll(/^ {2}(\w+)\??:/gm)].map((m) => m[1]), DOCUMENTED_STATS_FIELDS)
@@ -242,6 +246,65 @@ test('events carry exactly the core vocabulary, as received and as index.d.ts de
   assert.deepEqual(literals(dts.match(/^ {2}on\(event: ([^,]*),/m)[1]), [...Object.keys(DOCUMENTED_EVENT_FIELDS), '*'])
 })
 
+test('Runtime.create(config, { onEvent }) sees every event from the first slot_acquired on', async () => {
+  const events = []
+  let resolveFirst
+  const first = new Promise((resolve) => (resolveFirst = resolve))
+  const rt = await Runtime.create(memoryConfig(), {
+    onEvent: (e) => {
+      events.push(e)
+      resolveFirst()
+    },
+  })
+  const slot = rt.stats().slot
+  await first
+  assert.equal(events[0].kind, 'slot_acquired', `the first event: ${events.map((e) => e.kind)}`)
+  assert.equal(events[0].slot, slot)
+  assert.deepEqual(Object.keys(events[0]), ['kind', 'message', ...DOCUMENTED_EVENT_FIELDS.slot_acquired])
+  // The listener stays for the runtime's life, like rt.on('*', listener).
+  const released = new Promise((resolve) => rt.on('slot_released', resolve))
+  await rt.close()
+  await released
+  assert.ok(events.some((e) => e.kind === 'slot_released'), `events: ${events.map((e) => e.kind)}`)
+})
+
+test('Runtime.create refuses options it does not know, naming them', async () => {
+  await expectError(Runtime.create(memoryConfig(), { onevent: () => {} }), TypeError, 'COSID_ERR_INVALID_ARGUMENT',
+    "unknown option 'onevent'; the options are onEvent")
+  await expectError(Runtime.create(memoryConfig(), { onEvent: 'log' }), TypeError, 'COSID_ERR_INVALID_ARGUMENT',
+    'options.onEvent must be a function')
+  await expectError(Runtime.create(memoryConfig(), () => {}), TypeError, 'COSID_ERR_INVALID_ARGUMENT',
+    'options must be an object')
+  // A string given as the options is never echoed: it may be a store URL with its password.
+  const e = await expectError(Runtime.create(memoryConfig(), 'redis://u:hunter2@host/0'), TypeError,
+    'COSID_ERR_INVALID_ARGUMENT', 'got a string')
+  assert.ok(!e.message.includes('hunter2'), e.message)
+  // No options, or none given, is fine.
+  for (const options of [undefined, null, {}, { onEvent: undefined }]) {
+    await (await Runtime.create(memoryConfig(), options)).close()
+  }
+})
+
+// The error codes as the README documents them: the C API's status names.
+const DOCUMENTED_ERROR_CODES = ['COSID_ERR_CONFIG', 'COSID_ERR_STORE', 'COSID_ERR_WINDOW_CLOSED',
+  'COSID_ERR_SLOT_LOST', 'COSID_ERR_CLOCK_BEHIND', 'COSID_ERR_TIMEOUT', 'COSID_ERR_CLOSED',
+  'COSID_ERR_FORKED', 'COSID_ERR_INVALID_ARGUMENT', 'COSID_ERR_EXHAUSTED',
+  'COSID_ERR_NAMESPACE_MISMATCH', 'COSID_ERR_STATE_FILE', 'COSID_ERR_INTERNAL', 'COSID_ERR_PANIC']
+
+test('index.d.ts exports ErrorCode, the union of the codes errors carry', async () => {
+  const dts = readFileSync(join(packageDir, 'index.d.ts'), 'utf8')
+  const union = dts.match(/^export type ErrorCode =([^;]*?)(?:\n\n|$)/ms)
+  assert.ok(union, 'index.d.ts has no ErrorCode type')
+  const codes = [...union[1].matchAll(/'(\w+)'/g)].map((m) => m[1])
+  assert.deepEqual(codes, DOCUMENTED_ERROR_CODES)
+  // Codes of real errors are among them.
+  const seen = [
+    await expectError(Runtime.create('cosid: {nope: 1}'), Error, 'COSID_ERR_CONFIG'),
+    await expectError(() => cosid.fromBase62('!!'), Error, 'COSID_ERR_INVALID_ARGUMENT'),
+  ]
+  for (const e of seen) assert.ok(codes.includes(e.code), e.code)
+})
+
 test('the benchmark hooks are not part of the package or of a default build of the addon', () => {
   assert.equal(cosid.noop, undefined)
   const require = createRequire(join(packageDir, 'index.js'))
@@ -258,7 +321,8 @@ test('close() stops every method with COSID_ERR_CLOSED; a second close() rejects
   await rt.close()
   assert.equal(rt.closed, true)
   await expectError(() => rt.next(), Error, 'COSID_ERR_CLOSED')
-  await expectError(() => rt.nextString(), Error, 'COSID_ERR_CLOSED')
+  await expectError(() => rt.nextStr(), Error, 'COSID_ERR_CLOSED')
+  await expectError(rt.nextStrAsync(), Error, 'COSID_ERR_CLOSED')
   await expectError(() => rt.nextBatch(2), Error, 'COSID_ERR_CLOSED')
   await expectError(rt.nextAsync(), Error, 'COSID_ERR_CLOSED')
   await expectError(rt.nextBatchAsync(2), Error, 'COSID_ERR_CLOSED')

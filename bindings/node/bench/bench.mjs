@@ -1,7 +1,7 @@
 // The Node benchmark: cosid's next() beside crypto.randomUUID(), uuid v7(), @sapphire/snowflake,
 // nodejs-snowflake and the floor (an empty native call), all in one run.
 //
-//   cd bindings/node && npm ci && npx napi build --platform --release --no-js --features bench-hooks
+//   cd bindings/node && npm ci && npm run build -- --features bench-hooks
 //   node bench/bench.mjs            # COSID_BENCH_QUICK=1 for a short smoke run
 //
 // The floor needs the addon's benchmark hooks (the `bench-hooks` cargo feature: a hidden
@@ -27,7 +27,7 @@ const noop = require(join(dirname(fileURLToPath(import.meta.url)), '..', binaryN
 if (typeof noop !== 'function') {
   console.error(
     'bench: the addon has no benchmark hooks; build it with: ' +
-      'npx napi build --platform --release --no-js --features bench-hooks',
+      'npm run build -- --features bench-hooks',
   )
   process.exit(1)
 }
@@ -103,7 +103,7 @@ const cases = [
   bench('floor: empty native call, `noop()`', () => noop(), { dups: false }),
   bench('**cosid `rt.next()`** (41/3/19 layout)', () => wide.next()),
   bench('cosid `rt.next()` (default 41/10/12 layout, 1000-call bursts)', () => standard.next(), { calls: 1000, pauseMs: 2 }),
-  bench('cosid `rt.nextString()` (41/3/19)', () => wide.nextString(), { dups: false }),
+  bench('cosid `rt.nextStr()` (41/3/19)', () => wide.nextStr(), { dups: false }),
   bench('cosid via a `#[napi]` class method, `Runtime.prototype.next.call(rt)`', () => Runtime.prototype.next.call(wide), {
     bursts: Math.ceil(BURSTS / 5),
     dups: false,

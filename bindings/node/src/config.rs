@@ -3,7 +3,10 @@
 //! are read and the document interpreted on the creating thread.
 
 use crate::error::{type_error, Res};
-use crate::raw::{array_length, bigint_value, display, made, string_value, type_name, type_of};
+use crate::raw::{
+    array_length, bigint_value, display, is_array, made, own_properties, string_value, type_name,
+    type_of,
+};
 use cosid_core::Config;
 use napi::sys;
 use serde_yaml_ng::{Mapping, Number, Value};
@@ -47,10 +50,6 @@ impl Source {
             Source::Text(text) => Ok(Config::from_text(&text)?),
         }
     }
-}
-
-fn is_array(env: sys::napi_env, v: sys::napi_value) -> Res<bool> {
-    made!(env, false, napi_is_array(v))
 }
 
 fn to_yaml(env: sys::napi_env, v: sys::napi_value, path: &str, depth: usize) -> Res<Value> {
@@ -121,21 +120,9 @@ fn to_yaml(env: sys::napi_env, v: sys::napi_value, path: &str, depth: usize) -> 
 }
 
 fn mapping(env: sys::napi_env, v: sys::napi_value, path: &str, depth: usize) -> Res<Mapping> {
-    let keys = made!(
-        env,
-        napi_get_all_property_names(
-            v,
-            sys::KeyCollectionMode::own_only,
-            sys::KeyFilter::enumerable | sys::KeyFilter::skip_symbols,
-            sys::KeyConversion::numbers_to_strings,
-        )
-    )?;
-    let len = array_length(env, keys)?;
-    let mut map = Mapping::with_capacity(len as usize);
-    for i in 0..len {
-        let key = made!(env, napi_get_element(keys, i))?;
-        let name = string_value(env, key)?;
-        let item = made!(env, napi_get_property(v, key))?;
+    let members = own_properties(env, v)?;
+    let mut map = Mapping::with_capacity(members.len());
+    for (name, item) in members {
         if type_of(env, item)? == sys::ValueType::napi_undefined {
             // Like JSON.stringify: an undefined member is no member.
             continue;

@@ -17,6 +17,42 @@ pub(crate) const INTERNAL: &str = "COSID_ERR_INTERNAL";
 /// The code of a panic stopped at the JavaScript boundary (a bug; the C API's name).
 pub(crate) const PANIC: &str = "COSID_ERR_PANIC";
 
+/// Declares [`ErrorCode`] (the union type of `index.d.ts`) and [`ERROR_CODES`] from one list.
+macro_rules! error_codes {
+    ($(#$attr:tt)* $($variant:ident = $code:literal,)*) => {
+        $(#$attr)*
+        #[napi_derive::napi(string_enum)]
+        #[allow(dead_code)]
+        pub enum ErrorCode {
+            $(#[napi(value = $code)] $variant,)*
+        }
+
+        /// Every `code` an error of the addon can carry, as [`ErrorCode`] lists them.
+        #[cfg(test)]
+        pub(crate) const ERROR_CODES: &[&str] = &[$($code,)*];
+    };
+}
+
+error_codes! {
+    #[doc = " The `code` of every error the addon throws or rejects with: the C API's status names, one"]
+    #[doc = " per core error kind, and `COSID_ERR_INTERNAL` (a Node-API call failed) and"]
+    #[doc = " `COSID_ERR_PANIC` (a bug stopped at the boundary). Later versions may add codes."]
+    Config = "COSID_ERR_CONFIG",
+    Store = "COSID_ERR_STORE",
+    WindowClosed = "COSID_ERR_WINDOW_CLOSED",
+    SlotLost = "COSID_ERR_SLOT_LOST",
+    ClockBehind = "COSID_ERR_CLOCK_BEHIND",
+    Timeout = "COSID_ERR_TIMEOUT",
+    Closed = "COSID_ERR_CLOSED",
+    Forked = "COSID_ERR_FORKED",
+    InvalidArgument = "COSID_ERR_INVALID_ARGUMENT",
+    Exhausted = "COSID_ERR_EXHAUSTED",
+    NamespaceMismatch = "COSID_ERR_NAMESPACE_MISMATCH",
+    StateFile = "COSID_ERR_STATE_FILE",
+    Internal = "COSID_ERR_INTERNAL",
+    Panic = "COSID_ERR_PANIC",
+}
+
 /// The code of a core error kind: its C API status name, from the core's table
 /// (`ErrorKind::status_name`), the same name as C's status and Python's `status`.
 pub(crate) fn code(kind: ErrorKind) -> &'static str {
@@ -201,5 +237,15 @@ mod tests {
             );
         }
         assert_eq!(code(ErrorKind::InvalidArgument), INVALID_ARGUMENT);
+    }
+
+    #[test]
+    fn the_error_code_type_lists_every_code_and_no_other() {
+        let mut expected: Vec<&str> = ErrorKind::ALL.iter().map(|k| code(*k)).collect();
+        expected.extend([INTERNAL, PANIC]);
+        expected.sort_unstable();
+        let mut listed = ERROR_CODES.to_vec();
+        listed.sort_unstable();
+        assert_eq!(listed, expected);
     }
 }

@@ -105,7 +105,9 @@ pub struct Stats {
     pub slots_lost: f64,
     /// Clock-skew events raised.
     pub clock_skew_events: f64,
-    /// The bound slot (meaningful while `bound`).
+    /// The bound slot; `null` while none is bound (before the first acquisition, after a loss,
+    /// after `close()`), as Python's `Stats.slot` is `None`.
+    #[napi(ts_type = "number | null")]
     pub slot: u32,
     /// Whether a slot is bound now.
     pub bound: bool,
@@ -133,12 +135,14 @@ fn camel_case(name: &str) -> String {
 }
 
 /// `rt.stats()` as a JavaScript object: each of the core's fields under its camelCase name
-/// (numbers as `number`: counts and milliseconds since the epoch are far below 2^53).
+/// (numbers as `number`: counts and milliseconds since the epoch are far below 2^53); `slot` is
+/// `null` while no slot is bound, as in Python.
 fn stats_object(env: sys::napi_env, stats: &cosid_core::Stats) -> Res<sys::napi_value> {
     use cosid_core::lease::stats::StatsValue;
     let obj = raw::object(env)?;
     for (name, value) in stats.fields() {
         let v = match value {
+            StatsValue::U32(_) if name == "slot" && !stats.bound => raw::null(env)?,
             StatsValue::U32(n) => raw::number(env, n.into())?,
             StatsValue::U64(n) => raw::number(env, n as f64)?,
             StatsValue::I64(n) => raw::number(env, n as f64)?,
@@ -242,20 +246,34 @@ impl Runtime {
     /// 'sqlite:///var/lib/cosid/slots.db' } } } }`); none is the embedded default
     /// (`$XDG_STATE_HOME/cosid/slots.db`). Rejects with `COSID_ERR_CONFIG`, `COSID_ERR_STORE`,
     /// `COSID_ERR_EXHAUSTED`, `COSID_ERR_NAMESPACE_MISMATCH`, ... or a `TypeError`.
+    ///
+    /// `options.onEvent`: a listener of every keeper event from the start, the first
+    /// `slot_acquired` included (`rt.on` comes too late for that one), as `rt.on('*', listener)`
+    /// would call it.
     #[napi(
-        ts_args_type = "config?: string | Record<string, unknown> | null",
+        ts_args_type = "config?: string | Record<string, unknown> | null, options?: CreateOptions",
         ts_return_type = "Promise<Runtime>"
     )]
-    pub fn create(env: Env, config: Option<Unknown>) -> napi::Result<Raw> {
+    pub fn create(
+        env: Env,
+        config: Option<Unknown>,
+        options: Option<Unknown>,
+    ) -> napi::Result<Raw> {
         let env = env.raw();
         let source = match config {
             None => Ok(config::Source::Default),
             Some(v) => config::read(env, v.raw()),
         };
+        let listeners = Arc::new(Listeners::new());
+        let source = source.and_then(|source| {
+            if let Some(listener) = create_options(env, options)? {
+                listeners.add("*", listener)?;
+            }
+            Ok(source)
+        });
         let r = match source {
             Err(f) => raw::rejected(env, f),
             Ok(source) => {
-                let listeners = Arc::new(Listeners::new());
                 let emitter = listeners.clone();
                 offload::promise(
                     env,
@@ -373,6 +391,71 @@ impl Runtime {
         );
         throwing(env.raw(), r.map(Raw))
     }
+}
+
+/// The options of `Runtime.create(config, options)`.
+#[napi(object, object_from_js = false, object_to_js = false)]
+#[allow(dead_code)]
+pub struct CreateOptions {
+    /// Called on the JavaScript thread for every keeper event, from the first `slot_acquired`
+    /// on (as `rt.on('*', listener)` is for later ones). Never keeps the process alive.
+    #[napi(ts_type = "(event: RuntimeEvent) => void")]
+    pub on_event: Option<String>,
+}
+
+/// The option names of `Runtime.create`, as [`CreateOptions`] declares them.
+const CREATE_OPTIONS: &[&str] = &["onEvent"];
+
+/// Reads the `options` argument of `Runtime.create`: the `onEvent` listener, if any.
+fn create_options<'a>(
+    env: sys::napi_env,
+    options: Option<Unknown<'a>>,
+) -> Res<Option<Function<'a, JsEvent, ()>>> {
+    const WHAT: &str = "Runtime.create(config, options)";
+    let Some(options) = options else {
+        return Ok(None);
+    };
+    let t = type_of(env, options.raw())?;
+    match t {
+        sys::ValueType::napi_undefined | sys::ValueType::napi_null => return Ok(None),
+        sys::ValueType::napi_object if !raw::is_array(env, options.raw())? => {}
+        _ => {
+            return Err(type_error(format!(
+                "{WHAT}: options must be an object like {{ onEvent: (event) => {{}} }}, got {}",
+                // The type only: a string here may be a store URL with its password.
+                if t == sys::ValueType::napi_object {
+                    "an array"
+                } else {
+                    type_name(t)
+                }
+            )));
+        }
+    }
+    let mut listener = None;
+    for (name, value) in raw::own_properties(env, options.raw())? {
+        if !CREATE_OPTIONS.contains(&name.as_str()) {
+            return Err(type_error(format!(
+                "{WHAT}: unknown option '{}'; the options are {}",
+                cosid_core::bounds::quote(&name),
+                CREATE_OPTIONS.join(", ")
+            )));
+        }
+        let t = type_of(env, value)?;
+        match t {
+            sys::ValueType::napi_undefined => {}
+            // SAFETY: `value` is a function value (checked) of this env, on its thread.
+            sys::ValueType::napi_function => {
+                listener = Some(unsafe { Function::<JsEvent, ()>::from_napi_value(env, value)? })
+            }
+            _ => {
+                return Err(type_error(format!(
+                    "{WHAT}: options.onEvent must be a function (event) => {{}}, got {}",
+                    type_name(t)
+                )))
+            }
+        }
+    }
+    Ok(listener)
 }
 
 /// A named generator of a runtime (`rt.generator(name)`): its own id space on the runtime's

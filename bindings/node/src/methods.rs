@@ -88,9 +88,15 @@ id_methods! {
     #[napi(ts_args_type = "n: number", ts_return_type = "Promise<BigUint64Array>")]
     fn next_batch_async(n) => c"nextBatchAsync", js_next_batch_async;
 
-    #[doc = " One id as fixed-width base-62 text (11 characters of `0-9A-Za-z`, ordered like the ids)."]
+    #[doc = " One id as fixed-width base-62 text (11 characters of `0-9A-Za-z`, ordered like the ids;"]
+    #[doc = " `fromBase62` reads it back): a string, so `JSON.stringify` takes it as it is. Throws"]
+    #[doc = " like `next()`."]
     #[napi(ts_return_type = "string")]
-    fn next_string() => c"nextString", js_next_string;
+    fn next_str() => c"nextStr", js_next_str;
+
+    #[doc = " `nextStr()`, waiting off the event loop (up to `max-wait`) like `nextAsync()`."]
+    #[napi(ts_return_type = "Promise<string>")]
+    fn next_str_async() => c"nextStrAsync", js_next_str_async;
 
     #[doc = " Takes an id of this layout apart."]
     #[napi(ts_args_type = "id: bigint", ts_return_type = "IdInfo")]

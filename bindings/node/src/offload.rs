@@ -87,9 +87,13 @@ where
     Ok(promise)
 }
 
+/// How a waiting call gives its one id to JavaScript: a `bigint` (`nextAsync`) or its base-62
+/// text (`nextStrAsync`).
+pub(crate) type IdValue = fn(sys::napi_env, u64) -> Res<sys::napi_value>;
+
 /// What a waiting `...Async` call asked for.
 enum Request {
-    One(Deferred),
+    One(Deferred, IdValue),
     Batch(usize, Deferred),
 }
 
@@ -101,14 +105,16 @@ pub(crate) struct Waiter {
 }
 
 impl Waiter {
-    /// A promise of one id, issued off the event loop (waiting up to `max-wait`).
+    /// A promise of one id, issued off the event loop (waiting up to `max-wait`), given to
+    /// JavaScript as `value` makes it.
     pub(crate) fn next(
         self: &Arc<Self>,
         env: sys::napi_env,
         gen: &Arc<Generator>,
+        value: IdValue,
     ) -> Res<sys::napi_value> {
         let (d, promise) = deferred(env)?;
-        self.enqueue(Request::One(d), gen)?;
+        self.enqueue(Request::One(d, value), gen)?;
         Ok(promise)
     }
 
@@ -172,12 +178,12 @@ impl Waiter {
                     continue;
                 }
                 match request {
-                    Request::One(d) => match gen.next() {
-                        Ok(id) => settle(d, Ok(id), crate::raw::bigint),
+                    Request::One(d, value) => match gen.next() {
+                        Ok(id) => settle(d, Ok(id), value),
                         Err(e) => {
                             let f = Failure::from(e);
                             failed = Some(f.clone());
-                            settle::<u64, _>(d, Err(f), crate::raw::bigint);
+                            settle::<u64, _>(d, Err(f), value);
                         }
                     },
                     Request::Batch(n, d) => {
@@ -201,7 +207,7 @@ impl Waiter {
 
 fn reject(request: Request, failure: Failure) {
     let d = match request {
-        Request::One(d) | Request::Batch(_, d) => d,
+        Request::One(d, _) | Request::Batch(_, d) => d,
     };
     settle::<(), _>(d, Err(failure), |env, ()| crate::raw::undefined(env));
 }

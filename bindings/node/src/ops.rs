@@ -9,7 +9,7 @@
 //! wait off the event loop, up to the configured `max-wait`.
 
 use crate::error::{check, coded, range_error, type_error, Failure, Res};
-use crate::offload;
+use crate::offload::{self, IdValue};
 use crate::raw::{self, bigint, display, made, type_name, type_of};
 use cosid_core::convert::{self, BASE62_WIDTH};
 use cosid_core::{Generator, Layout, TryNext, WaitReason};
@@ -107,8 +107,8 @@ fn would_wait(gen: &Generator, what: &str, reason: WaitReason, retry_after: Dura
     coded(
         kind,
         format!(
-            "{what}: {why}; the synchronous methods never wait: await nextAsync() or \
-             nextBatchAsync(n), which wait up to max-wait ({})",
+            "{what}: {why}; the synchronous methods never wait: await nextAsync(), \
+             nextStrAsync() or nextBatchAsync(n), which wait up to max-wait ({})",
             cosid_core::time::format_duration(gen.max_wait())
         ),
     )
@@ -271,8 +271,8 @@ pub(crate) fn next(env: sys::napi_env, g: &GenCtx) -> Res<sys::napi_value> {
     bigint(env, next_id(&g.gen, "next()")?)
 }
 
-pub(crate) fn next_string(env: sys::napi_env, g: &GenCtx) -> Res<sys::napi_value> {
-    base62(env, next_id(&g.gen, "nextString()")?)
+pub(crate) fn next_str(env: sys::napi_env, g: &GenCtx) -> Res<sys::napi_value> {
+    base62(env, next_id(&g.gen, "nextStr()")?)
 }
 
 pub(crate) fn next_batch(
@@ -296,10 +296,20 @@ pub(crate) fn parse(env: sys::napi_env, g: &GenCtx, id: sys::napi_value) -> Res<
 }
 
 pub(crate) fn next_async(env: sys::napi_env, g: &GenCtx) -> Res<sys::napi_value> {
+    one_async(env, g, bigint)
+}
+
+pub(crate) fn next_str_async(env: sys::napi_env, g: &GenCtx) -> Res<sys::napi_value> {
+    one_async(env, g, base62)
+}
+
+/// A promise of one id as `value` gives it: settled at once when the id comes at once, else by
+/// the generator's waiting thread.
+fn one_async(env: sys::napi_env, g: &GenCtx, value: IdValue) -> Res<sys::napi_value> {
     match attempt(&g.gen) {
-        Ok(Ok(id)) => raw::resolved(env, bigint(env, id)?),
+        Ok(Ok(id)) => raw::resolved(env, value(env, id)?),
         Err(f) => raw::rejected(env, f),
-        Ok(Err(_)) => g.waiter.next(env, &g.gen),
+        Ok(Err(_)) => g.waiter.next(env, &g.gen, value),
     }
 }
 

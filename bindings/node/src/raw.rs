@@ -1,6 +1,6 @@
 //! Thin, checked wrappers over the Node-API calls the addon makes directly.
 //!
-//! The id methods (`next`, `nextBatch`, `nextString`, `parse`, `nextAsync`) are plain
+//! The id methods (`next`, `nextBatch`, `nextStr`, `parse`, `nextAsync`, ...) are plain
 //! Node-API callbacks installed as own properties of each `Runtime` / `Generator` object, each
 //! with the generator as its callback data. A `#[napi]` class method costs several hundred
 //! nanoseconds per call in napi-rs 3 (its borrow tracking takes a global lock and a hash map per
@@ -50,6 +50,10 @@ impl TypeName for Raw {
 
 pub(crate) fn undefined(env: sys::napi_env) -> Res<sys::napi_value> {
     made!(env, napi_get_undefined())
+}
+
+pub(crate) fn null(env: sys::napi_env) -> Res<sys::napi_value> {
+    made!(env, napi_get_null())
 }
 
 #[inline]
@@ -186,6 +190,34 @@ pub(crate) fn display(env: sys::napi_env, v: sys::napi_value) -> String {
         text.push_str("...");
     }
     text
+}
+
+pub(crate) fn is_array(env: sys::napi_env, v: sys::napi_value) -> Res<bool> {
+    made!(env, false, napi_is_array(v))
+}
+
+/// The own enumerable string-keyed properties of object `v`, `(name, value)` in order.
+pub(crate) fn own_properties(
+    env: sys::napi_env,
+    v: sys::napi_value,
+) -> Res<Vec<(String, sys::napi_value)>> {
+    let keys = made!(
+        env,
+        napi_get_all_property_names(
+            v,
+            sys::KeyCollectionMode::own_only,
+            sys::KeyFilter::enumerable | sys::KeyFilter::skip_symbols,
+            sys::KeyConversion::numbers_to_strings,
+        )
+    )?;
+    let len = array_length(env, keys)?;
+    let mut out = Vec::with_capacity(len as usize);
+    for i in 0..len {
+        let key = made!(env, napi_get_element(keys, i))?;
+        let name = string_value(env, key)?;
+        out.push((name, made!(env, napi_get_property(v, key))?));
+    }
+    Ok(out)
 }
 
 /// The UTF-8 contents of a string value.
