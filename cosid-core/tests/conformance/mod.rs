@@ -2380,27 +2380,22 @@ pub fn raise_slots_refuses_a_namespace_without_a_limit_or_a_layout(open: Open) {
 }
 
 /// Deleting is refused while a lease lives, naming the slot, its holder and its expiry, and
-/// writes nothing; on a store that cannot delete slot records it is refused before anything is
-/// written.
+/// writes nothing.
 pub fn delete_namespace_is_refused_while_a_lease_lives(open: Open) {
     let store = open();
     let ns = unique_namespace("delete-live");
     let c = layout_client(&store, &ns, 2);
     let a = acquire(&c, &Owner::new("holder-a")).lease;
     let before = store.snapshot(&ns).unwrap();
+    assert!(store.deletes_slots(), "every store deletes slot records");
     let e = LeaseClient::delete_namespace(&store, &ns).unwrap_err();
-    if !store.deletes_slots() {
-        assert_eq!(e.kind(), ErrorKind::Config, "{e}");
-        assert!(e.message().contains("not supported"), "{e}");
-    } else {
-        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-        let m = e.message();
-        assert!(m.contains(&format!("slot {} is held by 'holder-a'", a.slot)), "{m}");
-        assert!(
-            m.contains(&cosid_core::time::format_rfc3339_ms(a.expires_at)),
-            "{m}"
-        );
-    }
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    let m = e.message();
+    assert!(m.contains(&format!("slot {} is held by 'holder-a'", a.slot)), "{m}");
+    assert!(
+        m.contains(&cosid_core::time::format_rfc3339_ms(a.expires_at)),
+        "{m}"
+    );
     let mut after = store.snapshot(&ns).unwrap();
     after.slots.store_now = before.slots.store_now;
     assert_eq!(after, before);
@@ -2412,9 +2407,6 @@ pub fn delete_namespace_is_refused_while_a_lease_lives(open: Open) {
 /// life; another layout is still refused.
 pub fn delete_namespace_leaves_a_tombstone_above_every_id(open: Open) {
     let store = open();
-    if !store.deletes_slots() {
-        return;
-    }
     let ns = unique_namespace("delete");
     let c = layout_client(&store, &ns, 2);
     let a = acquire(&c, &Owner::new("a")).lease;
@@ -2471,9 +2463,6 @@ pub fn delete_namespace_leaves_a_tombstone_above_every_id(open: Open) {
 /// take it.
 pub fn delete_namespace_keeps_a_lease_acquired_while_it_ran(open: Open) {
     let store = open();
-    if !store.deletes_slots() {
-        return;
-    }
     let ns = unique_namespace("delete-race");
     let c = layout_client(&store, &ns, 1);
     let a = acquire(&c, &Owner::new("a")).lease;
