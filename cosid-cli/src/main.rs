@@ -30,8 +30,13 @@ enum Command {
     Next(NextArgs),
     /// Decode ids: one JSON object a line (id, timestamp_ms, time, slot, sequence).
     Parse(ParseArgs),
-    /// Show a namespace's slots: a summary (held, free, limit, layout), then per slot its
-    /// holder, fence, last renewal, window, expiry and next floor.
+    /// Show a namespace's slots: a summary, then holder, renewal, window, next floor.
+    ///
+    /// The summary: held, expired and free slots, the limit and the layout. Per slot: holder,
+    /// fence, last renewal (derived: expires - the namespace's ttl, as a renewal sets the expiry
+    /// to its store time + ttl), floor, ceiling, expiry and next floor (where the slot's next
+    /// holder starts). A free slot's holder, floor, ceiling and expiry are its previous
+    /// holder's, shown in parentheses: history.
     Slots(SlotsArgs),
     /// Raise a namespace's (or a static state file's) floor to a 4.x cut-over time.
     Migrate(MigrateArgs),
@@ -42,15 +47,20 @@ enum Command {
 
 #[derive(Subcommand, Debug)]
 enum NamespaceCommand {
-    /// Raise a namespace's slot limit; never lowers it, never beyond what the namespace's id
-    /// layout holds (2^node-bits). One compare-and-set of the namespace record: running
-    /// runtimes keep their slots and take new ones at their next acquisition; new runtimes
-    /// use the new limit, whatever bits they are configured with below it.
+    /// Raise a namespace's slot limit (never lower it).
+    ///
+    /// Never beyond what the namespace's id layout holds (2^node-bits). One compare-and-set of
+    /// the namespace record: running runtimes keep their slots and take new ones at their next
+    /// acquisition; new runtimes use the new limit, whatever bits they are configured with
+    /// below it.
     RaiseSlots(RaiseSlotsArgs),
-    /// Delete a namespace no live lease holds (refused while any slot has an unexpired lease,
-    /// naming it). Its slot records go; a small tombstone record stays, with the layout and a
-    /// not-before above every id the namespace issued, so that a namespace created again under
-    /// this name never issues one of them again (docs/stores.md, "Deleting a namespace").
+    /// Delete a namespace no live lease holds (needs --yes).
+    ///
+    /// Refused while any slot has an unexpired lease, naming it. Its slot records go; a small
+    /// tombstone record stays, with the layout and a not-before above every id the namespace
+    /// issued, so that a namespace created again under this name never issues one of them
+    /// again (docs/stores.md, "Deleting a namespace"). Freeing a crashed holder's slot early
+    /// gains nothing, so no command does it: the next holder's floor is the old ceiling.
     Delete(DeleteArgs),
 }
 
@@ -670,11 +680,10 @@ fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
         }
         // Owner keys come from any process: escaped, so that none can forge rows or drive the
         // terminal.
+        // A floor of 0 is no floor (a slot's first window), not a time in 1970.
+        let floor = if r.floor > 0 { t(r.floor) } else { "-".into() };
         let (holder, window) = match &r.owner {
-            Some(o) => (
-                printable(&o.key),
-                [t(r.floor), t(r.ceiling), t(r.expires_at)],
-            ),
+            Some(o) => (printable(&o.key), [floor, t(r.ceiling), t(r.expires_at)]),
             // The previous holder's, if any: history, parenthesised. What the next holder
             // gets is next-floor.
             None if r.fence > 0 => (
@@ -682,7 +691,7 @@ fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
                     "({})",
                     r.last_owner_key.as_deref().map_or("-".into(), printable)
                 ),
-                [r.floor, r.ceiling, r.expires_at].map(|ms| format!("({})", t(ms))),
+                [floor, t(r.ceiling), t(r.expires_at)].map(|text| format!("({text})")),
             ),
             None => ("-".into(), ["-".to_string(), "-".into(), "-".into()]),
         };

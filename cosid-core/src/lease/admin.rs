@@ -188,7 +188,10 @@ impl LeaseClient {
             };
             if found.value != tombstone
                 && store
-                    .cas_namespace(namespace, NamespaceWrite::new(Some(found.version), &tombstone))?
+                    .cas_namespace(
+                        namespace,
+                        NamespaceWrite::new(Some(found.version), &tombstone),
+                    )?
                     .is_none()
             {
                 continue;

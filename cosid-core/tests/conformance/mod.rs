@@ -2391,7 +2391,10 @@ pub fn delete_namespace_is_refused_while_a_lease_lives(open: Open) {
     let e = LeaseClient::delete_namespace(&store, &ns).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     let m = e.message();
-    assert!(m.contains(&format!("slot {} is held by 'holder-a'", a.slot)), "{m}");
+    assert!(
+        m.contains(&format!("slot {} is held by 'holder-a'", a.slot)),
+        "{m}"
+    );
     assert!(
         m.contains(&cosid_core::time::format_rfc3339_ms(a.expires_at)),
         "{m}"
@@ -2449,11 +2452,19 @@ pub fn delete_namespace_leaves_a_tombstone_above_every_id(open: Open) {
     };
     let again = client(&store, &ns, 3, terms).with_layout(&Layout::MILLIS);
     let rec = again.open_namespace().unwrap();
-    assert_eq!((rec.limit, rec.tolerance_ms, rec.ttl_ms), (8, 2_000, Some(600_000)));
+    assert_eq!(
+        (rec.limit, rec.tolerance_ms, rec.ttl_ms),
+        (8, 2_000, Some(600_000))
+    );
     assert!(rec.not_before_ms >= highest);
     for key in ["x", "y", "z"] {
         let l = acquire(&again, &Owner::new(key)).lease;
-        assert!(l.floor >= highest, "slot {} floor {} < {highest}", l.slot, l.floor);
+        assert!(
+            l.floor >= highest,
+            "slot {} floor {} < {highest}",
+            l.slot,
+            l.floor
+        );
     }
 }
 
