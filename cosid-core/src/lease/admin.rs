@@ -221,3 +221,74 @@ impl LeaseClient {
         )))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+    use crate::lease::Terms;
+    use crate::store::memory::MemoryStore;
+    use crate::store::{NamespaceSnapshot, SlotRead, SlotStore, SlotWrite};
+    use std::sync::Arc;
+
+    /// A store of the five primitives only: it keeps the trait's provided `delete_slot`.
+    #[derive(Debug)]
+    struct Plain(SharedStore);
+
+    impl SlotStore for Plain {
+        fn describe(&self) -> String {
+            "plain:".into()
+        }
+        fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
+            self.0.snapshot(namespace)
+        }
+        fn cas_namespace(&self, namespace: &str, write: NamespaceWrite<'_>) -> Result<Option<u64>> {
+            self.0.cas_namespace(namespace, write)
+        }
+        fn read_slot(&self, namespace: &str, slot: u32) -> Result<SlotRead> {
+            self.0.read_slot(namespace, slot)
+        }
+        fn cas_slot(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<u64>> {
+            self.0.cas_slot(namespace, write)
+        }
+    }
+
+    #[test]
+    fn a_store_that_cannot_delete_slot_records_refuses_a_deletion_writing_nothing() {
+        let memory = MemoryStore::named(&uuid::Uuid::new_v4().to_string());
+        let store: SharedStore = Arc::new(Plain(memory.clone()));
+        let terms = Terms {
+            ttl_ms: 60_000,
+            tolerance_ms: 1_000,
+        };
+        let client = LeaseClient::new(store.clone(), "ns", 1, terms)
+            .unwrap()
+            .with_layout(&crate::layout::Layout::MILLIS);
+        let lease = client
+            .acquire(&crate::lease::AcquireRequest {
+                owner: Owner::new("a"),
+                preferred_slot: None,
+                floor_at_least: 0,
+            })
+            .unwrap()
+            .lease;
+        assert!(client.release(&lease, None).unwrap());
+        let before = store.snapshot("ns").unwrap();
+        assert!(!store.deletes_slots());
+        let e = store.delete_slot("ns", lease.slot, 1).unwrap_err();
+        assert!(e.message().contains("plain:"), "{e}");
+        let e = LeaseClient::delete_namespace(&store, "ns").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Config, "{e}");
+        assert!(
+            e.message()
+                .contains("`cosid namespace delete` is not supported on this store"),
+            "{e}"
+        );
+        let mut after = store.snapshot("ns").unwrap();
+        after.slots.store_now = before.slots.store_now;
+        assert_eq!(after, before);
+        // The same records in a store that deletes: deleted.
+        let done = LeaseClient::delete_namespace(&memory, "ns").unwrap();
+        assert_eq!((done.deleted, done.kept.len()), (1, 0));
+    }
+}
