@@ -32,7 +32,8 @@ enum Command {
     Parse(ParseArgs),
     /// Show a namespace's slots: a summary, then holder, renewal, window, next floor.
     ///
-    /// The summary: held, expired and free slots, the limit and the layout. Per slot: holder,
+    /// The summary: slots held by a live lease, expired ones (free to take, counted in free),
+    /// free ones (limit - held), the limit and the layout. Per slot: holder,
     /// fence, last renewal (derived: expires - the namespace's ttl, as a renewal sets the expiry
     /// to its store time + ttl), floor, ceiling, expiry and next floor (where the slot's next
     /// holder starts). A free slot's holder, floor, ceiling and expiry are its previous
