@@ -30,10 +30,65 @@ enum Command {
     Next(NextArgs),
     /// Decode ids: one JSON object a line (id, timestamp_ms, time, slot, sequence).
     Parse(ParseArgs),
-    /// Show a namespace's slots: holder, fence, floor, ceiling, expiry.
+    /// Show a namespace's slots: a summary, then holder, renewal, window, next floor.
+    ///
+    /// The summary: slots held by a live lease, expired ones (free to take, counted in free),
+    /// free ones (limit - held), the limit and the layout. Per slot: holder,
+    /// fence, last renewal (derived: expires - the namespace's ttl, as a renewal sets the expiry
+    /// to its store time + ttl), floor, ceiling, expiry and next floor (where the slot's next
+    /// holder starts). A free slot's holder, floor, ceiling and expiry are its previous
+    /// holder's, shown in parentheses: history.
     Slots(SlotsArgs),
     /// Raise a namespace's (or a static state file's) floor to a 4.x cut-over time.
     Migrate(MigrateArgs),
+    /// Change a namespace's life: raise its slot limit, or delete it.
+    #[command(subcommand)]
+    Namespace(NamespaceCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum NamespaceCommand {
+    /// Raise a namespace's slot limit (never lower it).
+    ///
+    /// Never beyond what the namespace's id layout holds (2^node-bits). One compare-and-set of
+    /// the namespace record: running runtimes keep their slots and take new ones at their next
+    /// acquisition; new runtimes use the new limit, whatever bits they are configured with
+    /// below it.
+    RaiseSlots(RaiseSlotsArgs),
+    /// Delete a namespace no live lease holds (needs --yes).
+    ///
+    /// Refused while any slot has an unexpired lease, naming it. Its slot records go; a small
+    /// tombstone record stays, with the layout and a not-before above every id the namespace
+    /// issued, so that a namespace created again under this name never issues one of them
+    /// again (docs/stores.md, "Deleting a namespace"). Freeing a crashed holder's slot early
+    /// gains nothing, so no command does it: the next holder's floor is the old ceiling.
+    Delete(DeleteArgs),
+}
+
+#[derive(Args, Debug)]
+struct RaiseSlotsArgs {
+    /// Store URL.
+    #[arg(long, value_name = "URL")]
+    store: String,
+    /// Namespace.
+    #[arg(long, value_name = "NS")]
+    namespace: String,
+    /// The new slot limit: at least the current one, at most 2^node-bits of the layout.
+    #[arg(long, value_name = "N")]
+    slots: u32,
+}
+
+#[derive(Args, Debug)]
+struct DeleteArgs {
+    /// Store URL.
+    #[arg(long, value_name = "URL")]
+    store: String,
+    /// Namespace.
+    #[arg(long, value_name = "NS")]
+    namespace: String,
+    /// Confirms the deletion (required).
+    #[arg(long)]
+    yes: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -103,7 +158,11 @@ struct SlotsArgs {
     /// Namespace.
     #[arg(long, value_name = "NS", default_value = cosid_core::config::DEFAULT_NAMESPACE)]
     namespace: String,
-    /// Print JSON lines instead of a table.
+    /// Print JSON lines instead of a table, one a slot record: slot, state, holder,
+    /// incarnation, fence, floor, ceiling, expires_at, next_floor (the record as stored; for a
+    /// free slot the window and expiry are the previous holder's), previous_holder (for a free
+    /// slot: key, floor, ceiling, expires_at; null while held) and renewed_at (a holder's last
+    /// write, derived as expires_at - the namespace's ttl; null when free or unknown).
     #[arg(long)]
     json: bool,
 }
@@ -149,6 +208,8 @@ fn main() -> ExitCode {
         Command::Parse(a) => cmd_parse(a),
         Command::Slots(a) => cmd_slots(a),
         Command::Migrate(a) => cmd_migrate(a),
+        Command::Namespace(NamespaceCommand::RaiseSlots(a)) => cmd_raise_slots(a),
+        Command::Namespace(NamespaceCommand::Delete(a)) => cmd_delete(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -513,13 +574,25 @@ fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let t = cosid_core::time::format_rfc3339_ms;
+    let dur = |ms: i64| {
+        cosid_core::time::format_duration(std::time::Duration::from_millis(ms.max(0) as u64))
+    };
+    // A renewal sets expires_at = its store time + ttl (an acquisition too), so a holder's last
+    // write was at expires_at - ttl; the stores keep no other time of it.
+    let renewed_at = |r: &cosid_core::lease::SlotRecord| {
+        r.owner
+            .as_ref()
+            .and(ns.ttl_ms)
+            .map(|ttl| r.expires_at.saturating_sub(ttl))
+    };
     if !a.json {
         let _ = writeln!(
             out,
-            "namespace {}  limit {}  tolerance {}ms  not-before {}  store time {}",
+            "namespace {}  limit {}  tolerance {}  ttl {}  not-before {}  store time {}",
             printable(&a.namespace),
             ns.limit,
-            ns.tolerance_ms,
+            dur(ns.tolerance_ms),
+            ns.ttl_ms.map_or_else(|| "-".into(), dur),
             if ns.not_before_ms > 0 {
                 t(ns.not_before_ms)
             } else {
@@ -527,10 +600,49 @@ fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
             },
             t(now)
         );
+        let live = |r: &cosid_core::lease::SlotRecord| r.owner.is_some() && now < r.expires_at;
+        let held = slots.iter().filter(|r| live(&r.value)).count();
+        let expired = slots
+            .iter()
+            .filter(|r| r.value.owner.is_some() && !live(&r.value))
+            .count();
+        let layout = ns.layout.map_or_else(
+            || "layout not recorded".to_string(),
+            |l| {
+                format!(
+                    "layout {} ({l}; at most {} slots)",
+                    l.encode(),
+                    1u64 << l.node_bits.min(63)
+                )
+            },
+        );
+        if ns.limit == 0 {
+            let _ = writeln!(
+                out,
+                "no slot limit: written by `cosid migrate` or left by `cosid namespace \
+                 delete`; its next runtime creates it, every window above the not-before  {layout}"
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "held {held}  expired {expired}  free {}  limit {}  {layout}  \
+                 (parenthesised: a free slot's previous holder, history)",
+                (ns.limit as usize).saturating_sub(held),
+                ns.limit
+            );
+        }
         let _ = writeln!(
             out,
-            "{:>5}  {:<8}  {:<32}  {:>6}  {:<24}  {:<24}  {:<24}  {:<24}",
-            "slot", "state", "holder", "fence", "floor", "ceiling", "expires", "next-floor"
+            "{:>5}  {:<8}  {:<32}  {:>6}  {:<12}  {:<26}  {:<26}  {:<26}  {:<24}",
+            "slot",
+            "state",
+            "holder",
+            "fence",
+            "renewed",
+            "floor",
+            "ceiling",
+            "expires",
+            "next-floor"
         );
     }
     for v in &slots {
@@ -540,17 +652,21 @@ fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
             Some(_) if now >= r.expires_at => "expired",
             Some(_) => "held",
         };
-        // Owner keys come from any process: escaped, so that none can forge rows or drive the
-        // terminal.
-        let holder = r
-            .owner
-            .as_ref()
-            .map(|o| printable(&o.key))
-            .unwrap_or_else(|| "-".into());
+        let renewed = renewed_at(r);
         if a.json {
+            let previous = match (&r.owner, r.fence) {
+                (None, fence) if fence > 0 => format!(
+                    "{{\"key\":{},\"floor\":{},\"ceiling\":{},\"expires_at\":{}}}",
+                    json_str(r.last_owner_key.as_deref()),
+                    r.floor,
+                    r.ceiling,
+                    r.expires_at
+                ),
+                _ => "null".into(),
+            };
             let _ = writeln!(
                 out,
-                "{{\"slot\":{},\"state\":\"{state}\",\"holder\":{},\"incarnation\":{},\"fence\":{},\"floor\":{},\"ceiling\":{},\"expires_at\":{},\"next_floor\":{}}}",
+                "{{\"slot\":{},\"state\":\"{state}\",\"holder\":{},\"incarnation\":{},\"fence\":{},\"floor\":{},\"ceiling\":{},\"expires_at\":{},\"next_floor\":{},\"previous_holder\":{previous},\"renewed_at\":{}}}",
                 r.slot,
                 json_str(r.owner.as_ref().map(|o| o.key.as_str())),
                 json_str(r.owner.as_ref().map(|o| o.incarnation.to_string()).as_deref()),
@@ -558,24 +674,141 @@ fn cmd_slots(a: SlotsArgs) -> cosid_core::Result<()> {
                 r.floor,
                 r.ceiling,
                 r.expires_at,
-                r.next_floor
+                r.next_floor,
+                renewed.map_or_else(|| "null".into(), |ms| ms.to_string())
             );
-        } else {
-            let _ = writeln!(
-                out,
-                "{:>5}  {:<8}  {:<32}  {:>6}  {:<24}  {:<24}  {:<24}  {:<24}",
-                r.slot,
-                state,
-                holder,
-                r.fence,
-                t(r.floor),
-                t(r.ceiling),
-                t(r.expires_at),
-                t(r.next_floor)
-            );
+            continue;
         }
+        // Owner keys come from any process: escaped, so that none can forge rows or drive the
+        // terminal.
+        // A floor of 0 is no floor (a slot's first window), not a time in 1970.
+        let floor = if r.floor > 0 { t(r.floor) } else { "-".into() };
+        let (holder, window) = match &r.owner {
+            Some(o) => (printable(&o.key), [floor, t(r.ceiling), t(r.expires_at)]),
+            // The previous holder's, if any: history, parenthesised. What the next holder
+            // gets is next-floor.
+            None if r.fence > 0 => (
+                format!(
+                    "({})",
+                    r.last_owner_key.as_deref().map_or("-".into(), printable)
+                ),
+                [floor, t(r.ceiling), t(r.expires_at)].map(|text| format!("({text})")),
+            ),
+            None => ("-".into(), ["-".to_string(), "-".into(), "-".into()]),
+        };
+        let renewed = match (renewed, &r.owner) {
+            (Some(at), _) => format!("{} ago", dur(now.saturating_sub(at))),
+            (None, Some(_)) => "?".into(),
+            (None, None) => "-".into(),
+        };
+        let [floor, ceiling, expires] = window;
+        let _ = writeln!(
+            out,
+            "{:>5}  {:<8}  {:<32}  {:>6}  {:<12}  {:<26}  {:<26}  {:<26}  {:<24}",
+            r.slot,
+            state,
+            holder,
+            r.fence,
+            renewed,
+            floor,
+            ceiling,
+            expires,
+            t(r.next_floor)
+        );
     }
     Ok(())
+}
+
+fn cmd_raise_slots(a: RaiseSlotsArgs) -> cosid_core::Result<()> {
+    let store = open_namespace_store(&a.store, &a.namespace)?;
+    let done = LeaseClient::raise_slots(&store, &a.namespace, a.slots)?;
+    if done.before == done.namespace.limit {
+        println!(
+            "namespace {} in {}: the limit is {} slots already; nothing changed",
+            printable(&a.namespace),
+            store.describe(),
+            done.before
+        );
+    } else {
+        println!(
+            "namespace {} in {}: the limit is now {} slots (was {}); running runtimes take \
+             the new slots at their next acquisition",
+            printable(&a.namespace),
+            store.describe(),
+            done.namespace.limit,
+            done.before
+        );
+    }
+    Ok(())
+}
+
+fn cmd_delete(a: DeleteArgs) -> cosid_core::Result<()> {
+    if !a.yes {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "`cosid namespace delete` deletes namespace '{}' and every slot record of it; \
+                 add --yes to confirm",
+                printable(&a.namespace)
+            ),
+        ));
+    }
+    let store = open_namespace_store(&a.store, &a.namespace)?;
+    let done = LeaseClient::delete_namespace(&store, &a.namespace)?;
+    let t = cosid_core::time::format_rfc3339_ms;
+    println!(
+        "namespace {} in {}: deleted ({} slot records); a namespace created again under this \
+         name keeps its layout and starts every window above {}",
+        printable(&a.namespace),
+        store.describe(),
+        done.deleted,
+        t(done.tombstone.not_before_ms)
+    );
+    if done.kept.is_empty() {
+        return Ok(());
+    }
+    for (slot, owner, expires_at) in &done.kept {
+        eprintln!(
+            "cosid: warning: slot {slot} was written while the deletion ran (holder '{}', \
+             expires {}); its record is kept and the namespace's next runtime respects it",
+            owner.as_ref().map_or("-".into(), |o| printable(&o.key)),
+            t(*expires_at)
+        );
+    }
+    Err(Error::new(
+        ErrorKind::InvalidArgument,
+        format!(
+            "{} slot record(s) of namespace '{}' were written while it was deleted, by a \
+             runtime that started meanwhile; stop it and run `cosid namespace delete` again",
+            done.kept.len(),
+            printable(&a.namespace)
+        ),
+    ))
+}
+
+/// The store of `cosid namespace …`, once the namespace's name passed the checks a runtime
+/// makes (so that no command writes a namespace no runtime could use).
+fn open_namespace_store(
+    url: &str,
+    namespace: &str,
+) -> cosid_core::Result<cosid_core::store::SharedStore> {
+    cosid_core::bounds::check_len(
+        "--namespace",
+        namespace,
+        cosid_core::bounds::MAX_NAMESPACE_BYTES,
+    )?;
+    let store = open_existing_store(url, "--store")?;
+    LeaseClient::new(
+        store.clone(),
+        namespace,
+        0,
+        cosid_core::lease::Terms {
+            ttl_ms: 1,
+            tolerance_ms: 0,
+        },
+    )
+    .map_err(|e| Error::new(ErrorKind::Config, format!("--namespace: {}", e.message())))?;
+    Ok(store)
 }
 
 /// Characters a terminal or a reader of JSON may act on: C0 and C1 controls, DEL, the line and
@@ -654,25 +887,8 @@ fn cmd_migrate(a: MigrateArgs) -> cosid_core::Result<()> {
         );
         return Ok(());
     }
-    cosid_core::bounds::check_len(
-        "--namespace",
-        &a.namespace,
-        cosid_core::bounds::MAX_NAMESPACE_BYTES,
-    )?;
     let url = a.store.as_deref().unwrap_or_default();
-    let store = open_existing_store(url, "--store")?;
-    // The namespace checks a runtime makes (its name), so that migrate cannot write a namespace
-    // no runtime could use.
-    LeaseClient::new(
-        store.clone(),
-        &a.namespace,
-        0,
-        cosid_core::lease::Terms {
-            ttl_ms: 1,
-            tolerance_ms: 0,
-        },
-    )
-    .map_err(|e| Error::new(ErrorKind::Config, format!("--namespace: {}", e.message())))?;
+    let store = open_namespace_store(url, &a.namespace)?;
     let done = LeaseClient::raise_not_before(&store, &a.namespace, not_before, a.force)?;
     println!(
         "namespace {} in {}: every slot's next floor is now at least {}",

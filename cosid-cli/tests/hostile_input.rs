@@ -220,9 +220,9 @@ fn slots_escapes_owner_keys_in_the_table_and_in_json() {
     let o = run(&["slots", "--store", &url]);
     assert!(o.status.success(), "{}", stderr(&o));
     let table = String::from_utf8(o.stdout).unwrap();
-    // Two header lines, then one line per slot, each starting with its number.
-    assert_eq!(table.lines().count(), 2 + slots, "{table}");
-    for row in table.lines().skip(2) {
+    // Three header lines, then one line per slot, each starting with its number.
+    assert_eq!(table.lines().count(), 3 + slots, "{table}");
+    for row in table.lines().skip(3) {
         let first = row.split_whitespace().next().unwrap_or("");
         assert!(first.parse::<u32>().is_ok(), "a forged row: {row:?}");
     }
@@ -507,7 +507,7 @@ fn slots_shows_each_slots_next_floor() {
         "--force",
     ]);
     let table = common::ok(&["slots", "--store", &store, "--namespace", "nf"]);
-    let mut lines = table.lines().skip(1);
+    let mut lines = table.lines().skip(2);
     let header = lines.next().unwrap();
     assert!(header.trim_end().ends_with("next-floor"), "{table}");
     let rows: Vec<&str> = lines.collect();

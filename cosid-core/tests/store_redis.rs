@@ -349,6 +349,33 @@ fn a_namespace_without_its_index_is_scanned_then_indexed() {
     }
 }
 
+/// Deleting a slot record (`cosid namespace delete`) keeps the index exact: the record leaves
+/// the held or unheld set and the key lists it was on, and the view read through the index is
+/// still the filtered namespace. A stale version deletes nothing.
+#[test]
+fn deleting_a_slot_record_keeps_the_index_exact() {
+    let (store, mut con, ns) = planted("index-delete");
+    let snap = store.snapshot(&ns).unwrap();
+    let mut records = snap.slots.slots.clone();
+    records.sort_by_key(|r| r.value.slot);
+    let held = records.iter().find(|r| r.value.owner.is_some()).unwrap();
+    let free = records.iter().find(|r| r.value.owner.is_none()).unwrap();
+    assert!(!store
+        .delete_slot(&ns, held.value.slot, held.version + 1)
+        .unwrap());
+    for r in [held, free] {
+        assert!(store.delete_slot(&ns, r.value.slot, r.version).unwrap());
+        assert_eq!(store.read_slot(&ns, r.value.slot).unwrap().1, None);
+        assert_eq!(
+            stored_index(&mut con, &ns),
+            Some(index_of_records(&mut con, &ns))
+        );
+        for ask in index_asks() {
+            conformance::check_candidate_view(&store, &ns, &ask);
+        }
+    }
+}
+
 /// A view that returns thousands of free records through the index (more than Lua unpacks in
 /// one call) returns every one of them.
 #[test]

@@ -11,7 +11,7 @@ use crate::store::{CandidateAsk, CandidateView, NamespaceWrite, SharedStore, Slo
 use std::collections::{HashMap, HashSet};
 
 /// How many lost compare-and-set races one call tolerates before giving up with a store error.
-const MAX_RACES: u32 = 10_000;
+pub(super) const MAX_RACES: u32 = 10_000;
 
 /// What the restart guard asks of an acquisition ([`LeaseClient::guard`]).
 #[derive(Debug, Clone, Copy, Default)]
@@ -461,20 +461,37 @@ impl LeaseClient {
             .map_err(|e| self.store_error(e))
     }
 
+    /// A recorded limit above this client's is no mismatch: `cosid namespace raise-slots`
+    /// raised it, and every client uses the recorded limit (runtimes configured before the
+    /// raise keep their bits); one below it is, as is one this client's layout cannot hold.
     fn check_matches(&self, rec: &NamespaceRecord) -> Result<()> {
-        if rec.limit != self.limit {
+        if rec.limit < self.limit {
             return Err(Error::new(
                 ErrorKind::NamespaceMismatch,
                 format!(
-                    "namespace '{}' records limit {} (bits {}); this runtime asks for {} (bits {}); \
-                     use the recorded bits or another namespace",
+                    "namespace '{}' records limit {} slots; this runtime asks for {} (bits {}); \
+                     use bits with at most the recorded slots, raise the namespace's slots \
+                     (`cosid namespace raise-slots`), or use another namespace",
                     self.namespace,
                     rec.limit,
-                    rec.limit.trailing_zeros(),
                     self.limit,
                     self.limit.trailing_zeros()
                 ),
             ));
+        }
+        if let Some(layout) = self.layout {
+            let holds = 1u64 << layout.node_bits.min(63);
+            if u64::from(rec.limit) > holds {
+                return Err(Error::new(
+                    ErrorKind::NamespaceMismatch,
+                    format!(
+                        "namespace '{}' records limit {} slots, more than this runtime's \
+                         layout holds (node-bits {}: {holds} slots); give this runtime the \
+                         namespace's layout, or use another namespace",
+                        self.namespace, rec.limit, layout.node_bits
+                    ),
+                ));
+            }
         }
         if rec.tolerance_ms != self.terms.tolerance_ms {
             return Err(Error::new(
@@ -577,7 +594,11 @@ impl LeaseClient {
             // ceilings it forgot.
             let guard = self.guard(now, Creating::No)?;
             let floor_at_least = req.floor_at_least.max(ns.not_before_ms).max(guard.floor);
-            let known = Known::of(&view, self.limit, req.preferred_slot);
+            // The recorded limit, which `cosid namespace raise-slots` may have raised above
+            // this client's (`check_matches`): read at every acquisition, so a runtime that
+            // started before the raise takes the new slots the next time it acquires.
+            let limit = ns.limit;
+            let known = Known::of(&view, limit, req.preferred_slot);
 
             // 1. Our own slot: an idempotent retry (renew it, so the window is fresh). Not
             // when the store may have lost writes lately (`guard`) or the record expired: a
@@ -614,7 +635,7 @@ impl LeaseClient {
 
             let free = |slot: u32| known.is_free(slot, now);
             let mut candidates: Vec<(u32, Choice)> = Vec::with_capacity(2 + FREE_PICKS as usize);
-            if let Some(p) = req.preferred_slot.filter(|p| *p < self.limit && free(*p)) {
+            if let Some(p) = req.preferred_slot.filter(|p| *p < limit && free(*p)) {
                 candidates.push((p, Choice::Preferred));
             }
             let mut sticky: Vec<u32> = known
@@ -631,7 +652,7 @@ impl LeaseClient {
             // Spread starters over the lowest free slots, from the first attempt: many
             // starting at once would otherwise all race for the lowest one.
             let held = known.held(now);
-            let free_count = self.limit as usize - held;
+            let free_count = (limit as usize).saturating_sub(held);
             let widest = spread_width(free_count, held, raced.saturating_add(FREE_PICKS - 1));
             let lowest_free: Vec<u32> = (0..known.covered_below)
                 .filter(|s| free(*s))
@@ -650,8 +671,8 @@ impl LeaseClient {
             }
 
             if candidates.is_empty() {
-                if known.is_whole(self.limit) {
-                    return Err(self.exhausted(&known.records, now));
+                if known.is_whole(limit) {
+                    return Err(self.exhausted(limit, &known.records, now));
                 }
                 whole = true;
                 continue;
@@ -720,7 +741,12 @@ impl LeaseClient {
         }
     }
 
-    fn exhausted(&self, records: &HashMap<u32, &Versioned<SlotRecord>>, now: i64) -> Error {
+    fn exhausted(
+        &self,
+        limit: u32,
+        records: &HashMap<u32, &Versioned<SlotRecord>>,
+        now: i64,
+    ) -> Error {
         let earliest = records
             .values()
             .map(|r| r.value.expires_at)
@@ -730,12 +756,10 @@ impl LeaseClient {
             ErrorKind::Exhausted,
             format!(
                 "all {} slots of namespace '{}' are held by live leases; the earliest expires at {} \
-                 (in {}); wait for it, or move to a namespace with more slots (a namespace's \
-                 cosid.machine.lease.bits never changes): stop this namespace's runtimes, run \
-                 `cosid migrate --store URL --namespace NEW --not-before T` with T the time of \
-                 their last id, then start them on NEW with larger bits (at most the layout's \
-                 node-bits)",
-                self.limit,
+                 (in {}); wait for it, or raise the namespace's slots (at most what the layout's \
+                 node-bits hold) with `cosid namespace raise-slots --store URL --namespace NS \
+                 --slots N`: running runtimes keep their slots and new ones take the new slots",
+                limit,
                 self.namespace,
                 crate::time::format_rfc3339_ms(earliest),
                 fmt_ms(earliest.saturating_sub(now).max(0))

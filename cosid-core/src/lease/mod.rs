@@ -1,6 +1,7 @@
 //! The slot lease of `docs/protocol.md`: records, the state-change rules, the protocol over a
 //! store, the keeper that renews, and the events it raises.
 
+pub mod admin;
 pub mod client;
 pub mod events;
 pub mod invariants;
@@ -9,6 +10,7 @@ pub mod record;
 pub mod rules;
 pub mod stats;
 
+pub use admin::{Deletion, SlotsRaise};
 pub use client::{
     AcquireRequest, Acquisition, Choice, LeaseClient, Migration, Renewal, MIGRATE_AHEAD_LIMIT_MS,
     MIGRATE_VACANT_BOUND,

@@ -879,6 +879,45 @@ impl SlotStore for EtcdStore {
         }
     }
 
+    fn deletes_slots(&self) -> bool {
+        true
+    }
+
+    /// One transaction: the record's mod revision and the store's lineage compared (as every
+    /// compare-and-set compares them), then the key deleted. A snapshot brought up to date from
+    /// an earlier one sees the deletion by the count of slot keys and reads everything.
+    fn delete_slot(&self, namespace: &str, slot: u32, expected: u64) -> Result<bool> {
+        let what = "deleting a slot record";
+        let Some(Guard::Version { revision, lineage }) = Guard::of(Some(expected)) else {
+            return Ok(false);
+        };
+        let key = b64(slot_key(namespace, slot).as_bytes());
+        let lineage_key = b64(LINEAGE_KEY.as_bytes());
+        let lineage_holds = match lineage {
+            Some(lineage) => json!({
+                "key": lineage_key, "result": "EQUAL", "target": "VALUE",
+                "value": b64(&lineage),
+            }),
+            None => json!({
+                "key": lineage_key, "result": "EQUAL", "target": "CREATE",
+                "create_revision": "0",
+            }),
+        };
+        let txn = json!({
+            "compare": [
+                json!({
+                    "key": key, "result": "EQUAL", "target": "MOD",
+                    "mod_revision": revision.to_string(),
+                }),
+                lineage_holds,
+            ],
+            "success": [{ "request_delete_range": { "key": key } }],
+        });
+        let body = self.call(what, "/v3/kv/txn", txn)?;
+        let resp: TxnAnswer = gateway::parse(&body).map_err(|e| self.malformed(what, e))?;
+        Ok(resp.succeeded)
+    }
+
     fn cas_slot(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<u64>> {
         let Cas { expected, record } = write;
         self.cas(

@@ -209,6 +209,16 @@ impl<H: Hook> SlotStore for Hooked<H> {
         self.hook.may_forget_namespaces(&*self.inner)
     }
 
+    /// Straight to the inner store: an operator's command, outside every lease change a hook
+    /// counts or fails.
+    fn deletes_slots(&self) -> bool {
+        self.inner.deletes_slots()
+    }
+
+    fn delete_slot(&self, namespace: &str, slot: u32, expected: u64) -> Result<bool> {
+        self.inner.delete_slot(namespace, slot, expected)
+    }
+
     fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
         let call = Call::Snapshot { namespace };
         match self.call(call)? {

@@ -214,6 +214,23 @@ impl SlotStore for MemoryStore {
         ))
     }
 
+    fn deletes_slots(&self) -> bool {
+        true
+    }
+
+    fn delete_slot(&self, namespace: &str, slot: u32, expected: u64) -> Result<bool> {
+        Ok(self.with(|_, map| {
+            let Some(ns) = map.get_mut(namespace) else {
+                return false;
+            };
+            if ns.slots.get(&slot).map(|r| r.version) != Some(expected) {
+                return false;
+            }
+            ns.slots.remove(&slot);
+            true
+        }))
+    }
+
     /// The store clock is read as the write is made, as `read_slot` reads it.
     fn cas_slot_timed(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<Written>> {
         let now = self.clock.now_ms();

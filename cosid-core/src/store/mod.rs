@@ -213,6 +213,33 @@ pub trait SlotStore: Send + Sync + fmt::Debug {
     fn may_forget_namespaces(&self) -> bool {
         false
     }
+
+    /// Whether [`SlotStore::delete_slot`] deletes (`cosid namespace delete` asks before it
+    /// writes anything, so a store that cannot is refused with nothing changed).
+    ///
+    /// Provided: `false`.
+    fn deletes_slots(&self) -> bool {
+        false
+    }
+
+    /// Deletes slot `slot`'s record if its version is still `expected`, in one atomic step:
+    /// `true` when it deleted it, `false` when the version had changed (an acquisition or a
+    /// renewal wrote it since it was read) and nothing was deleted. Only
+    /// [`LeaseClient::delete_namespace`](crate::lease::LeaseClient::delete_namespace) calls it,
+    /// after the namespace record became a tombstone whose not-before lies at or above every
+    /// ceiling the deleted records granted, so a record this deletes takes no floor with it
+    /// (`docs/stores.md`, "Deleting a namespace").
+    ///
+    /// Provided: refused, naming the store (see [`SlotStore::deletes_slots`]).
+    fn delete_slot(&self, namespace: &str, slot: u32, expected: u64) -> Result<bool> {
+        let _ = (namespace, slot, expected);
+        Err(Error::config(format!(
+            "{} cannot delete slot records yet, so `cosid namespace delete` is not supported \
+             on this store; leave the namespace as it is (an unused namespace costs only its \
+             records)",
+            self.describe()
+        )))
+    }
 }
 
 /// One compare-and-set of one record: write `record` if the store's version of it is still

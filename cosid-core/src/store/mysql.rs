@@ -172,6 +172,9 @@ fn update_slot_sql() -> String {
     )
 }
 
+/// `cosid namespace delete`: one slot record, if its version is still the one read.
+const DELETE_SLOT: &str = "DELETE FROM cosid_slot WHERE namespace = ? AND slot = ? AND version = ?";
+
 /// The statements, built once.
 struct Sql {
     snapshot: String,
@@ -180,6 +183,7 @@ struct Sql {
     update_namespace: String,
     insert_slot: String,
     update_slot: String,
+    delete_slot: String,
     started_at: String,
     started_at_mysql8: String,
 }
@@ -193,6 +197,7 @@ impl Sql {
             update_namespace: update_namespace_sql(),
             insert_slot: insert_slot_sql(),
             update_slot: update_slot_sql(),
+            delete_slot: DELETE_SLOT.to_string(),
             started_at: started_at_sql("information_schema"),
             started_at_mysql8: started_at_sql("performance_schema"),
         }
@@ -978,6 +983,31 @@ impl SlotStore for MysqlStore {
 
     fn cas_slot(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<u64>> {
         Ok(self.cas_slot_timed(namespace, write)?.map(|w| w.version))
+    }
+
+    fn deletes_slots(&self) -> bool {
+        true
+    }
+
+    fn delete_slot(&self, namespace: &str, slot: u32, expected: u64) -> Result<bool> {
+        let what = "deleting a slot record";
+        let params = vec![
+            Value::Bytes(namespace.as_bytes().to_vec()),
+            Value::UInt(u64::from(slot)),
+            Value::UInt(expected),
+        ];
+        match self.run(what, |s| &s.delete_slot, params, true)? {
+            Answer::Written(n, _) if n <= 1 => Ok(n == 1),
+            Answer::Written(n, _) => Err(self.io.error(
+                what,
+                &format!(
+                    "the server reported {n} rows deleted for one slot; is the table \
+                     cosid_slot changed by something else than cosid?"
+                ),
+            )),
+            Answer::Duplicate => Err(self.io.bad_row(what, "a delete found a duplicate key")),
+            Answer::Rows(_) => Err(self.io.bad_row(what, "a delete gave rows")),
+        }
     }
 
     /// The store clock comes with the version: a write sets `version = GREATEST(version + 1,

@@ -182,6 +182,10 @@ const UPDATE_SLOT: &str = "UPDATE cosid_slot SET version = nextval('cosid_versio
      WHERE namespace = $1 AND slot = $2 AND version = $11 RETURNING version, \
      floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
+/// `cosid namespace delete`: one slot record, if its version is still the one read.
+const DELETE_SLOT: &str = "DELETE FROM cosid_slot \
+     WHERE namespace = $1 AND slot = $2 AND version = $3 RETURNING version";
+
 /// A statement parameter, owned so the statement can run on the store's IO thread.
 type Param = Box<dyn ToSql + Sync + Send>;
 
@@ -201,6 +205,7 @@ struct Conn {
     update_namespace: Statement,
     insert_slot: Statement,
     update_slot: Statement,
+    delete_slot: Statement,
     started_at: Statement,
 }
 
@@ -638,6 +643,7 @@ async fn connect(config: tokio_postgres::Config, tls: Tls) -> Result<Conn, Conne
         update_namespace: client.prepare(UPDATE_NAMESPACE).await?,
         insert_slot: client.prepare(INSERT_SLOT).await?,
         update_slot: client.prepare(UPDATE_SLOT).await?,
+        delete_slot: client.prepare(DELETE_SLOT).await?,
         client,
     })
 }
@@ -1047,6 +1053,23 @@ impl SlotStore for PostgresStore {
 
     fn cas_slot(&self, namespace: &str, write: SlotWrite<'_>) -> Result<Option<u64>> {
         Ok(self.cas_slot_timed(namespace, write)?.map(|w| w.version))
+    }
+
+    fn deletes_slots(&self) -> bool {
+        true
+    }
+
+    fn delete_slot(&self, namespace: &str, slot: u32, expected: u64) -> Result<bool> {
+        let what = "deleting a slot record";
+        let Ok(slot) = i32::try_from(slot) else {
+            return Err(Error::invalid(format!("slot {slot} is out of range")));
+        };
+        let rows = self.query(
+            what,
+            |c| &c.delete_slot,
+            params![namespace.to_string(), slot, i64_of("version", expected)?],
+        )?;
+        Ok(!rows.is_empty())
     }
 
     /// The store clock is `clock_timestamp()` in the statement's `RETURNING` (as the reads

@@ -293,6 +293,19 @@ end
 return {false, t[1], t[2], 0}
 "#;
 
+/// KEYS: slots, counter, held, unheld, keys. ARGV: slot, expected version. Deletes the slot's
+/// record if its version is still the expected one and returns 1, else nil (`cosid namespace
+/// delete`); the index is rebuilt from the records left.
+const DELETE_SLOT: &str = r#"
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+local cur = version_of(old, KEYS[1] .. '[' .. ARGV[1] .. ']')
+if type(cur) == 'table' then return cur end
+if cur == '' or cur ~= ARGV[2] then return false end
+redis.call('HDEL', KEYS[1], ARGV[1])
+rebuild()
+return 1
+"#;
+
 struct Scripts {
     snapshot: Script,
     candidates: Script,
@@ -300,6 +313,7 @@ struct Scripts {
     cas_namespace: Script,
     cas_slot: Script,
     started_at: Script,
+    delete_slot: Script,
 }
 
 /// The most replicas `?replicas=` may ask for.
@@ -829,6 +843,7 @@ impl RedisStore {
                     cas_namespace: Script::new(&format!("{NEXT_VERSION}{CAS_NAMESPACE}")),
                     cas_slot: Script::new(&format!("{NEXT_VERSION}{INDEX}{CAS_SLOT}")),
                     started_at: Script::new(STARTED_AT),
+                    delete_slot: Script::new(&format!("{NEXT_VERSION}{INDEX}{DELETE_SLOT}")),
                 },
                 replicas,
                 wait_timeout_ms,
@@ -1427,6 +1442,27 @@ impl SlotStore for RedisStore {
 
     fn may_forget_namespaces(&self) -> bool {
         self.shared.restart_guard
+    }
+
+    fn deletes_slots(&self) -> bool {
+        true
+    }
+
+    fn delete_slot(&self, namespace: &str, slot: u32, expected: u64) -> Result<bool> {
+        let what = "deleting a slot record";
+        let k = keys(namespace);
+        let reply = self.call(
+            what,
+            |s| &s.delete_slot,
+            true,
+            [k.slots, k.counter].into_iter().chain(k.index).collect(),
+            vec![slot.to_string(), expected.to_string()],
+        )?;
+        match reply {
+            Value::Nil => Ok(false),
+            Value::Int(1) => Ok(true),
+            other => Err(self.malformed(what, &other)),
+        }
     }
 
     fn started_at(&self, namespace: &str) -> Result<Option<i64>> {

@@ -1005,6 +1005,29 @@ impl SlotStore for SqliteStore {
         )
     }
 
+    fn deletes_slots(&self) -> bool {
+        true
+    }
+
+    /// One transaction: the version checked, then the row deleted (a version is spent, as by
+    /// every write, so the sidecar's mark follows the counter).
+    fn delete_slot(&self, namespace: &str, slot: u32, expected: u64) -> Result<bool> {
+        let doing = format!("deleting slot {slot} of namespace '{namespace}'");
+        let deleted = self.compare_and_set(
+            &doing,
+            Some(expected),
+            "SELECT version FROM cosid_slot WHERE namespace = ?1 AND slot = ?2",
+            params![namespace, slot],
+            |tx, _| {
+                tx.execute(
+                    "DELETE FROM cosid_slot WHERE namespace = ?1 AND slot = ?2",
+                    params![namespace, slot],
+                )
+            },
+        )?;
+        Ok(deleted.is_some())
+    }
+
     /// The store clock (the host's) is read once the write is committed: a write that waited
     /// for the file's lock reports the time it was made, not the time it was asked for.
     fn host_clock_ms(&self) -> Option<i64> {

@@ -115,6 +115,12 @@ macro_rules! conformance_suite {
             raise_not_before_writes_no_record_for_slots_nobody_can_take,
             every_slot_once_to_64_concurrent_acquirers_then_exhausted,
             every_slot_once_to_1024_concurrent_acquirers_then_exhausted,
+            raise_slots_lets_running_and_new_runtimes_take_the_new_slots,
+            raise_slots_refuses_lowering_and_beyond_the_layout,
+            raise_slots_refuses_a_namespace_without_a_limit_or_a_layout,
+            delete_namespace_is_refused_while_a_lease_lives,
+            delete_namespace_leaves_a_tombstone_above_every_id,
+            delete_namespace_keeps_a_lease_acquired_while_it_ran,
         );
     };
     (@cases $open:expr; $($case:ident),+ $(,)?) => {
@@ -2275,4 +2281,245 @@ pub fn expiry_follows_the_store_clock_exactly(store: SharedStore, clock: &Manual
             fence: b.fence
         }
     );
+}
+
+// ----------------------------------------------------------------------------------------------
+// A namespace's life: raising its slots, deleting it
+// ----------------------------------------------------------------------------------------------
+
+/// A client with `2^bits` slots that records the millisecond layout (node bits 10).
+fn layout_client(store: &SharedStore, namespace: &str, bits: u8) -> LeaseClient {
+    client(store, namespace, bits, LONG).with_layout(&Layout::MILLIS)
+}
+
+/// Raising the limit is one compare-and-set of the namespace record: a running client (with
+/// the old bits) keeps its lease and takes the new slots at its next acquisition, a new one
+/// with the old bits is accepted, and one asking for more than the new limit is still refused.
+pub fn raise_slots_lets_running_and_new_runtimes_take_the_new_slots(open: Open) {
+    let store = open();
+    let ns = unique_namespace("raise-slots");
+    let c = layout_client(&store, &ns, 1);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    acquire(&c, &Owner::new("b"));
+    let e = c.acquire(&request(&Owner::new("c"))).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Exhausted, "{e}");
+    assert!(e.message().contains("cosid namespace raise-slots"), "{e}");
+
+    let raised = LeaseClient::raise_slots(&store, &ns, 5).unwrap();
+    assert_eq!((raised.before, raised.namespace.limit), (2, 5));
+    let rec = store.snapshot(&ns).unwrap().namespace.unwrap().value;
+    assert_eq!(rec, raised.namespace);
+    assert_eq!(rec.layout, Some(IdLayout::of(&Layout::MILLIS)));
+
+    // The running client: its lease renews, and its next acquisition takes a new slot.
+    assert!(matches!(c.renew(&a).unwrap(), Renewal::Renewed(_)));
+    let got = acquire(&c, &Owner::new("c")).lease;
+    assert!((2..5).contains(&got.slot), "slot {}", got.slot);
+    // A new runtime configured with the old bits opens it and uses the recorded limit.
+    let fresh = layout_client(&store, &ns, 1);
+    assert_eq!(fresh.open_namespace().unwrap().limit, 5);
+    for key in ["d", "e"] {
+        assert!(acquire(&fresh, &Owner::new(key)).lease.slot >= 2);
+    }
+    let e = fresh.acquire(&request(&Owner::new("f"))).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Exhausted, "{e}");
+    assert!(e.message().contains("all 5 slots"), "{e}");
+    // One asking for more slots than recorded is refused, naming both.
+    let e = layout_client(&store, &ns, 3).open_namespace().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NamespaceMismatch, "{e}");
+    assert!(e.message().contains("records limit 5 slots"), "{e}");
+    assert!(e.message().contains("asks for 8"), "{e}");
+}
+
+/// A limit is never lowered, never raised beyond what the recorded layout's node bits hold,
+/// and asking for the recorded one changes nothing; each refusal names the values and writes
+/// nothing.
+pub fn raise_slots_refuses_lowering_and_beyond_the_layout(open: Open) {
+    let store = open();
+    let ns = unique_namespace("raise-slots-bounds");
+    layout_client(&store, &ns, 2).open_namespace().unwrap();
+    let before = store.snapshot(&ns).unwrap().namespace.unwrap();
+
+    let e = LeaseClient::raise_slots(&store, &ns, 3).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("--slots 3 is below"), "{e}");
+    assert!(e.message().contains("limit of 4 slots"), "{e}");
+    assert!(e.message().contains("never lowered"), "{e}");
+
+    let e = LeaseClient::raise_slots(&store, &ns, 1025).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.message().contains("--slots 1025"), "{e}");
+    assert!(e.message().contains("node-bits 10 give 1024 slots"), "{e}");
+
+    let same = LeaseClient::raise_slots(&store, &ns, 4).unwrap();
+    assert_eq!((same.before, same.namespace.limit), (4, 4));
+    assert_eq!(store.snapshot(&ns).unwrap().namespace.unwrap(), before);
+
+    let most = LeaseClient::raise_slots(&store, &ns, 1024).unwrap();
+    assert_eq!(most.namespace.limit, 1024);
+}
+
+/// A namespace that does not exist, or whose record has no limit or no layout yet, is refused.
+pub fn raise_slots_refuses_a_namespace_without_a_limit_or_a_layout(open: Open) {
+    let store = open();
+    let ns = unique_namespace("raise-slots-missing");
+    let e = LeaseClient::raise_slots(&store, &ns, 8).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Config, "{e}");
+    assert!(e.message().contains("does not exist"), "{e}");
+
+    // Recorded before layouts were (a client that issues no ids writes none).
+    client(&store, &ns, 1, LONG).open_namespace().unwrap();
+    let e = LeaseClient::raise_slots(&store, &ns, 8).unwrap_err();
+    assert!(e.message().contains("records no id layout"), "{e}");
+
+    let nb = store_clock(&store, &ns) + 60_000;
+    let fresh = unique_namespace("raise-slots-migrated");
+    LeaseClient::raise_not_before(&store, &fresh, nb, true).unwrap();
+    let e = LeaseClient::raise_slots(&store, &fresh, 8).unwrap_err();
+    assert!(e.message().contains("records no slot limit yet"), "{e}");
+}
+
+/// Deleting is refused while a lease lives, naming the slot, its holder and its expiry, and
+/// writes nothing.
+pub fn delete_namespace_is_refused_while_a_lease_lives(open: Open) {
+    let store = open();
+    let ns = unique_namespace("delete-live");
+    let c = layout_client(&store, &ns, 2);
+    let a = acquire(&c, &Owner::new("holder-a")).lease;
+    let before = store.snapshot(&ns).unwrap();
+    assert!(store.deletes_slots(), "every store deletes slot records");
+    let e = LeaseClient::delete_namespace(&store, &ns).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    let m = e.message();
+    assert!(
+        m.contains(&format!("slot {} is held by 'holder-a'", a.slot)),
+        "{m}"
+    );
+    assert!(
+        m.contains(&cosid_core::time::format_rfc3339_ms(a.expires_at)),
+        "{m}"
+    );
+    let mut after = store.snapshot(&ns).unwrap();
+    after.slots.store_now = before.slots.store_now;
+    assert_eq!(after, before);
+}
+
+/// A deleted namespace leaves a tombstone: no limit, ttl or tolerance, the layout kept, and a
+/// not-before at the highest floor its slots handed over; its slot records are gone. Created
+/// again with other bits, ttl and tolerance, every window starts above every id of its first
+/// life; another layout is still refused.
+pub fn delete_namespace_leaves_a_tombstone_above_every_id(open: Open) {
+    let store = open();
+    let ns = unique_namespace("delete");
+    let c = layout_client(&store, &ns, 2);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    let b = acquire(&c, &Owner::new("b")).lease;
+    assert!(c.release(&a, Some(a.floor + 1)).unwrap());
+    assert!(c.release(&b, Some(b.ceiling)).unwrap());
+    // What the released slots hand over: the highest id issued on them.
+    let highest = [&a, &b]
+        .iter()
+        .map(|l| record(&store, &ns, l.slot).value.next_floor)
+        .max()
+        .unwrap();
+    assert_eq!(highest, b.ceiling.max(a.floor + 1));
+
+    let done = LeaseClient::delete_namespace(&store, &ns).unwrap();
+    assert_eq!((done.deleted, done.kept.clone()), (2, vec![]));
+    let expected = NamespaceRecord {
+        limit: 0,
+        tolerance_ms: 0,
+        not_before_ms: highest,
+        layout: Some(IdLayout::of(&Layout::MILLIS)),
+        ttl_ms: None,
+    };
+    assert_eq!(done.tombstone, expected);
+    let snap = store.snapshot(&ns).unwrap();
+    assert_eq!(snap.namespace.unwrap().value, expected);
+    assert_eq!(snap.slots.slots, vec![]);
+    // Deleting again changes nothing and deletes nothing.
+    let again = LeaseClient::delete_namespace(&store, &ns).unwrap();
+    assert_eq!((again.deleted, again.tombstone), (0, expected));
+
+    // Another layout is refused: ids of two layouts collide.
+    let other = client(&store, &ns, 1, LONG).with_layout(&Layout::SECONDS);
+    let e = other.open_namespace().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NamespaceMismatch, "{e}");
+    // Created again with other bits, ttl and tolerance: above every id of the first life.
+    let terms = Terms {
+        ttl_ms: 600_000,
+        tolerance_ms: 2_000,
+    };
+    let again = client(&store, &ns, 3, terms).with_layout(&Layout::MILLIS);
+    let rec = again.open_namespace().unwrap();
+    assert_eq!(
+        (rec.limit, rec.tolerance_ms, rec.ttl_ms),
+        (8, 2_000, Some(600_000))
+    );
+    assert!(rec.not_before_ms >= highest);
+    for key in ["x", "y", "z"] {
+        let l = acquire(&again, &Owner::new(key)).lease;
+        assert!(
+            l.floor >= highest,
+            "slot {} floor {} < {highest}",
+            l.slot,
+            l.floor
+        );
+    }
+}
+
+/// An acquisition that read the namespace before the tombstone and writes its slot after the
+/// deletion read it keeps its lease: the deletion leaves that record (a compare-and-delete of
+/// each slot, against the version read) and reports it; the namespace's next runtime does not
+/// take it.
+pub fn delete_namespace_keeps_a_lease_acquired_while_it_ran(open: Open) {
+    let store = open();
+    let ns = unique_namespace("delete-race");
+    let c = layout_client(&store, &ns, 1);
+    let a = acquire(&c, &Owner::new("a")).lease;
+    assert!(c.release(&a, Some(a.floor + 1)).unwrap());
+
+    #[derive(Debug)]
+    struct RaceOnTombstone {
+        store: SharedStore,
+        namespace: String,
+        raced: std::sync::Mutex<Option<SlotLease>>,
+    }
+    impl Hook for RaceOnTombstone {
+        fn call(&self, inner: &dyn SlotStore, call: Call<'_>) -> cosid_core::Result<Reply> {
+            if let Call::CasNamespace { .. } = call {
+                let mut raced = self.raced.lock().unwrap();
+                if raced.is_none() {
+                    let racer = layout_client(&self.store, &self.namespace, 1);
+                    *raced = Some(acquire(&racer, &Owner::new("racer")).lease);
+                }
+            }
+            call.on(inner)
+        }
+    }
+    let hook = RaceOnTombstone {
+        store: store.clone(),
+        namespace: ns.clone(),
+        raced: Default::default(),
+    };
+    let hooked: SharedStore = Hooked::new(store.clone(), hook);
+    let done = LeaseClient::delete_namespace(&hooked, &ns).unwrap();
+    let snap = store.snapshot(&ns).unwrap();
+    assert_eq!(snap.namespace.unwrap().value.limit, 0, "the tombstone");
+    let racer = snap
+        .slots
+        .slots
+        .iter()
+        .find(|r| r.value.owner.as_ref().is_some_and(|o| o.key == "racer"))
+        .expect("the racer's lease is kept")
+        .value
+        .clone();
+    assert_eq!(done.kept.len(), 1, "{:?}", done.kept);
+    assert_eq!(done.kept[0].0, racer.slot);
+    // The next runtime takes the other slot, never the racer's.
+    let next = layout_client(&store, &ns, 1);
+    let l = acquire(&next, &Owner::new("next")).lease;
+    assert_ne!(l.slot, racer.slot);
+    let e = next.acquire(&request(&Owner::new("more"))).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Exhausted, "{e}");
 }
