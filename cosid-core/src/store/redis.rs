@@ -511,9 +511,30 @@ fn client_for(info: ConnectionInfo, ca: Option<&[u8]>) -> redis::RedisResult<Cli
 /// looks like TLS on one side only or a certificate the store does not trust.
 fn connect_error(e: &RedisError, tls: bool, form: &str) -> String {
     let text = e.to_string();
-    let fix = tls_fix(&text, tls, form);
+    let mut fix = tls_fix(&text, tls, form);
+    if super::blocking::incurable(&text) == Some(super::blocking::Incurable::UnknownHost) {
+        fix = format!("; {}", super::blocking::UNKNOWN_HOST_FIX);
+    }
     // The server's words cut, so that the advice after them stays in the message.
     format!("{}{fix}", crate::bounds::quote(&text))
+}
+
+/// Whether a connect that failed with `text` ([`connect_error`]'s) cannot succeed by trying
+/// again: the server refused the credentials or the database number, the host name does not
+/// exist, or TLS is on one side only or its certificate is not trusted.
+pub(crate) fn refused_for_good(text: &str) -> bool {
+    let said = text.to_ascii_lowercase();
+    [
+        "authentication failed",
+        "wrongpass",
+        "noauth",
+        "invalid password",
+        "invalid username-password",
+        "db index is out of range",
+    ]
+    .iter()
+    .any(|w| said.contains(w))
+        || super::blocking::incurable(text).is_some()
 }
 
 /// What to change in a URL of the form `form` (with TLS: `tls`) whose connection failed with
@@ -847,7 +868,19 @@ impl RedisStore {
                 let shared = self.shared.clone();
                 self.io
                     .run(async move { shared.connect(timeout).await })
-                    .map_err(|f| self.io.failure(what, f))
+                    .map_err(|f| {
+                        // Through Sentinel the text is the reasons of several servers: one
+                        // that cannot be cured does not make the others so.
+                        let permanent = matches!(&f, Failure::Failed(text)
+                            if matches!(self.shared.target, Target::Direct(_))
+                                && refused_for_good(text));
+                        let e = self.io.failure(what, f);
+                        if permanent {
+                            e.permanent()
+                        } else {
+                            e
+                        }
+                    })
             },
         )
     }
@@ -880,7 +913,20 @@ impl RedisStore {
                     };
                     cluster.run(request, timeout).await
                 })
-                .map_err(|f| self.io.failure(what, f))?
+                .map_err(|f| {
+                    // The credentials and TLS are the whole cluster's, so a node that refuses
+                    // them speaks for all; a node's name that does not resolve does not.
+                    let permanent = matches!(&f, Failure::Failed(text)
+                        if refused_for_good(text)
+                            && super::blocking::incurable(text)
+                                != Some(super::blocking::Incurable::UnknownHost));
+                    let e = self.io.failure(what, f);
+                    if permanent {
+                        e.permanent()
+                    } else {
+                        e
+                    }
+                })?
         } else {
             self.call_one_server(what, script, replicas, keys, args)?
         };
