@@ -229,6 +229,15 @@ enum cosid_event_kind
    * be.
    */
   COSID_EVENT_WINDOW_AHEAD = 9,
+  /**
+   * The runtime's start cannot reach its store, or the store fails it, with an error that
+   * may go away (`error`; a server starting, a network coming back): it tries again with
+   * back-off (`attempt` consecutive failures) and has waited `waited_ms` of at most
+   * `timeout_ms` (the acquire timeout). An error that cannot go away (a wrong password, a
+   * database that does not exist, TLS on one side only, a host name that does not resolve)
+   * fails `cosid_runtime_new` at once instead.
+   */
+  COSID_EVENT_STORE_UNAVAILABLE = 10,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -381,7 +390,8 @@ typedef struct cosid_event {
    */
   cosid_event_kind kind;
   /**
-   * The slot concerned (every kind but `CLOCK_SKEW` and `ACQUIRE_FAILED`).
+   * The slot concerned (every kind but `CLOCK_SKEW`, `ACQUIRE_FAILED` and
+   * `STORE_UNAVAILABLE`).
    */
   uint32_t slot;
   /**
@@ -406,7 +416,7 @@ typedef struct cosid_event {
    */
   int64_t skew_ms;
   /**
-   * `RENEWAL_FAILED`: consecutive failures so far (1 the first time).
+   * `RENEWAL_FAILED`, `STORE_UNAVAILABLE`: consecutive failures so far (1 the first time).
    */
   uint32_t attempt;
   /**
@@ -415,13 +425,21 @@ typedef struct cosid_event {
    */
   const char *reason;
   /**
-   * `RENEWAL_FAILED`, `ACQUIRE_FAILED`: the error. NUL-terminated UTF-8.
+   * `RENEWAL_FAILED`, `ACQUIRE_FAILED`, `STORE_UNAVAILABLE`: the error. NUL-terminated UTF-8.
    */
   const char *error;
   /**
    * `DUPLICATE_OWNER_KEY`: the owner key that two live runtimes hold. NUL-terminated UTF-8.
    */
   const char *key;
+  /**
+   * `STORE_UNAVAILABLE`: how long the start has waited so far, ms.
+   */
+  int64_t waited_ms;
+  /**
+   * `STORE_UNAVAILABLE`: how long the start waits at most (the acquire timeout), ms.
+   */
+  int64_t timeout_ms;
   /**
    * The whole event as one English line, e.g. `"slot 3 lost: now held by …"`.
    */

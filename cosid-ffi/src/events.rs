@@ -47,10 +47,17 @@ pub enum cosid_event_kind {
     /// store that lost data may have granted. `reason` says why and how to avoid it where it can
     /// be.
     COSID_EVENT_WINDOW_AHEAD = 9,
+    /// The runtime's start cannot reach its store, or the store fails it, with an error that
+    /// may go away (`error`; a server starting, a network coming back): it tries again with
+    /// back-off (`attempt` consecutive failures) and has waited `waited_ms` of at most
+    /// `timeout_ms` (the acquire timeout). An error that cannot go away (a wrong password, a
+    /// database that does not exist, TLS on one side only, a host name that does not resolve)
+    /// fails `cosid_runtime_new` at once instead.
+    COSID_EVENT_STORE_UNAVAILABLE = 10,
 }
 
 /// The kinds in the order of the core's `EVENT_KINDS` (value = index + 1).
-const KINDS: [cosid_event_kind; 9] = [
+const KINDS: [cosid_event_kind; 10] = [
     cosid_event_kind::COSID_EVENT_SLOT_ACQUIRED,
     cosid_event_kind::COSID_EVENT_SLOT_LOST,
     cosid_event_kind::COSID_EVENT_DUPLICATE_OWNER_KEY,
@@ -60,6 +67,7 @@ const KINDS: [cosid_event_kind; 9] = [
     cosid_event_kind::COSID_EVENT_ACQUIRE_FAILED,
     cosid_event_kind::COSID_EVENT_SLOT_RELEASED,
     cosid_event_kind::COSID_EVENT_WINDOW_AHEAD,
+    cosid_event_kind::COSID_EVENT_STORE_UNAVAILABLE,
 ];
 
 /// One event, passed by pointer to the callback. The pointer and the strings in it are valid
@@ -71,7 +79,8 @@ const KINDS: [cosid_event_kind; 9] = [
 pub struct cosid_event {
     /// What happened.
     pub kind: cosid_event_kind,
-    /// The slot concerned (every kind but `CLOCK_SKEW` and `ACQUIRE_FAILED`).
+    /// The slot concerned (every kind but `CLOCK_SKEW`, `ACQUIRE_FAILED` and
+    /// `STORE_UNAVAILABLE`).
     pub slot: u32,
     /// `SLOT_ACQUIRED`: the fence of the new ownership (grows with every new owner of the slot).
     pub fence: u64,
@@ -84,15 +93,19 @@ pub struct cosid_event {
     pub next_floor_ms: i64,
     /// `CLOCK_SKEW`: this host's clock minus the store's, ms (positive: this host is ahead).
     pub skew_ms: i64,
-    /// `RENEWAL_FAILED`: consecutive failures so far (1 the first time).
+    /// `RENEWAL_FAILED`, `STORE_UNAVAILABLE`: consecutive failures so far (1 the first time).
     pub attempt: u32,
     /// `SLOT_LOST`: why the lease was lost; `WINDOW_AHEAD`: why the window opens later than
     /// now. NUL-terminated UTF-8.
     pub reason: *const c_char,
-    /// `RENEWAL_FAILED`, `ACQUIRE_FAILED`: the error. NUL-terminated UTF-8.
+    /// `RENEWAL_FAILED`, `ACQUIRE_FAILED`, `STORE_UNAVAILABLE`: the error. NUL-terminated UTF-8.
     pub error: *const c_char,
     /// `DUPLICATE_OWNER_KEY`: the owner key that two live runtimes hold. NUL-terminated UTF-8.
     pub key: *const c_char,
+    /// `STORE_UNAVAILABLE`: how long the start has waited so far, ms.
+    pub waited_ms: i64,
+    /// `STORE_UNAVAILABLE`: how long the start waits at most (the acquire timeout), ms.
+    pub timeout_ms: i64,
     /// The whole event as one English line, e.g. `"slot 3 lost: now held by …"`.
     pub message: *const c_char,
 }
@@ -191,6 +204,8 @@ fn convert(event: &Event) -> (cosid_event, [CString; 4]) {
         reason: std::ptr::null(),
         error: std::ptr::null(),
         key: std::ptr::null(),
+        waited_ms: 0,
+        timeout_ms: 0,
         message: std::ptr::null(),
     };
     // A kind added to the core later reaches C as OTHER with its message (a test fails first).
@@ -213,6 +228,8 @@ fn convert(event: &Event) -> (cosid_event, [CString; 4]) {
             ("reason", FieldValue::Text(v)) => reason = v,
             ("error", FieldValue::Text(v)) => error = v,
             ("key", FieldValue::Text(v)) => key = v,
+            ("waited_ms", FieldValue::I64(v)) => e.waited_ms = v,
+            ("timeout_ms", FieldValue::I64(v)) => e.timeout_ms = v,
             // A field added to the core later: `message` still has it (a test fails first).
             _ => {}
         }
@@ -450,6 +467,8 @@ mod tests {
             ("reason", t(e.reason)),
             ("error", t(e.error)),
             ("key", t(e.key)),
+            ("waited_ms", n(e.waited_ms.into())),
+            ("timeout_ms", n(e.timeout_ms.into())),
             ("message", t(e.message)),
         ]
     }
