@@ -225,13 +225,12 @@ pub(crate) fn incurable(text: &str) -> Option<Incurable> {
     ];
     // rustls's words for a certificate it refuses and for a peer that answers a TLS handshake
     // with something else; the clients' for a server that refuses TLS.
-    const TLS: [&str; 6] = [
+    const TLS: [&str; 5] = [
         "invalid peer certificate",
         "unknownissuer",
         "corrupt message",
         "invalidcontenttype",
         "does not support tls",
-        "tls handshake",
     ];
     if UNKNOWN_HOST.iter().any(|w| said.contains(w)) {
         Some(Incurable::UnknownHost)

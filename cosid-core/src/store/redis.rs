@@ -519,6 +519,37 @@ fn connect_error(e: &RedisError, tls: bool, form: &str) -> String {
     format!("{}{fix}", crate::bounds::quote(&text))
 }
 
+/// What a TLS connect to a port that answers Redis without TLS says.
+const PLAIN_PORT: &str = "the server speaks Redis without TLS on that port (it answered a plain \
+                          PING): use redis:// for a server without TLS, or its TLS port";
+
+/// Whether `host:port` answers a plain-text `PING` as Redis does (`+PONG`, or an error such as
+/// `-NOAUTH`): a port without TLS, which a TLS handshake waits on forever. Bounded by half a
+/// second; anything else (no connection, no answer, other bytes) is `false`.
+async fn speaks_plain_redis(host: &str, port: u16) -> bool {
+    let probe = async {
+        let tcp = tokio::net::TcpStream::connect((host, port)).await.ok()?;
+        tcp.writable().await.ok()?;
+        // Six bytes fit any socket buffer: one write sends them.
+        (tcp.try_write(b"PING\r\n").ok()? == 6).then_some(())?;
+        let mut first = [0u8; 1];
+        loop {
+            tcp.readable().await.ok()?;
+            match tcp.try_read(&mut first) {
+                Ok(1) => return Some(matches!(first[0], b'+' | b'-')),
+                Ok(_) => return None,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(_) => return None,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_millis(500), probe)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
+}
+
 /// Whether a connect that failed with `text` ([`connect_error`]'s) cannot succeed by trying
 /// again: the server refused the credentials or the database number, the host name does not
 /// exist, or TLS is on one side only or its certificate is not trusted.
@@ -531,6 +562,7 @@ pub(crate) fn refused_for_good(text: &str) -> bool {
         "invalid password",
         "invalid username-password",
         "db index is out of range",
+        "speaks redis without tls",
     ]
     .iter()
     .any(|w| said.contains(w))
@@ -1208,14 +1240,35 @@ impl Shared {
             .set_response_timeout(Some(timeout));
         let (sentinels, master, scheme, userinfo, db, ca) = match &self.target {
             Target::Direct(client) => {
-                let tls = matches!(
-                    client.get_connection_info().addr(),
-                    redis::ConnectionAddr::TcpTls { .. }
-                );
-                return client
+                let plain_probe = match client.get_connection_info().addr() {
+                    redis::ConnectionAddr::TcpTls { host, port, .. } => Some((host.clone(), *port)),
+                    _ => None,
+                };
+                let tls = plain_probe.is_some();
+                // With TLS, a quarter of the bound is kept for asking a handshake that got no
+                // answer whether the port speaks Redis without TLS.
+                let config = if tls {
+                    config.set_connection_timeout(Some(timeout.mul_f64(0.75)))
+                } else {
+                    config
+                };
+                return match client
                     .get_multiplexed_async_connection_with_config(&config)
                     .await
-                    .map_err(|e| connect_error(&e, tls, "redis://"));
+                {
+                    Ok(conn) => Ok(conn),
+                    Err(e) => match plain_probe {
+                        Some((host, port))
+                            if e.is_timeout() && speaks_plain_redis(&host, port).await =>
+                        {
+                            Err(format!(
+                                "{}; {PLAIN_PORT}",
+                                crate::bounds::quote(&e.to_string())
+                            ))
+                        }
+                        _ => Err(connect_error(&e, tls, "redis://")),
+                    },
+                };
             }
             Target::Sentinel {
                 sentinels,
