@@ -305,7 +305,7 @@ impl<C: Clone> SharedConnection<C> {
         if attempts != seen {
             if let Some((kind, message, permanent)) = &state.failed {
                 let e = Error::new(*kind, message.clone());
-                return Err(if *permanent { e.permanent() } else { e });
+                return Err(e.permanent_if(*permanent));
             }
         }
         // Counted when it ends: a caller that arrives while it runs sees the count change

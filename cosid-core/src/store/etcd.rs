@@ -489,12 +489,7 @@ impl EtcdStore {
             .run(async move { gateway.call(path, &body).await })
             .map_err(|f| {
                 let permanent = matches!(&f, Failure::Failed(e) if e.refused_for_good());
-                let e = self.io.failure(what, f);
-                if permanent {
-                    e.permanent()
-                } else {
-                    e
-                }
+                self.io.failure(what, f).permanent_if(permanent)
             })
     }
 

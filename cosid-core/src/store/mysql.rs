@@ -333,11 +333,7 @@ impl MysqlStore {
                     })),
                     Err(Failure::Failed(ConnectError::Client(e))) => {
                         let error = self.io.failure("connecting", Failure::Failed(message(&e)));
-                        Err(if refused_for_good(&e) {
-                            error.permanent()
-                        } else {
-                            error
-                        })
+                        Err(error.permanent_if(refused_for_good(&e)))
                     }
                     Err(Failure::Failed(ConnectError::Refused(why))) => Err(Error::store(
                         self.io

@@ -335,11 +335,7 @@ impl PostgresStore {
     /// permanent when no host's can be cured by trying again ([`refused_for_good`]).
     fn connect_error(&self, failures: &[(usize, ConnectError)]) -> Error {
         let e = self.connect_error_text(failures);
-        if !failures.is_empty() && failures.iter().all(|(_, e)| refused_for_good(e)) {
-            e.permanent()
-        } else {
-            e
-        }
+        e.permanent_if(!failures.is_empty() && failures.iter().all(|(_, e)| refused_for_good(e)))
     }
 
     fn connect_error_text(&self, failures: &[(usize, ConnectError)]) -> Error {

@@ -906,12 +906,7 @@ impl RedisStore {
                         let permanent = matches!(&f, Failure::Failed(text)
                             if matches!(self.shared.target, Target::Direct(_))
                                 && refused_for_good(text));
-                        let e = self.io.failure(what, f);
-                        if permanent {
-                            e.permanent()
-                        } else {
-                            e
-                        }
+                        self.io.failure(what, f).permanent_if(permanent)
                     })
             },
         )
@@ -952,12 +947,7 @@ impl RedisStore {
                         if refused_for_good(text)
                             && super::blocking::incurable(text)
                                 != Some(super::blocking::Incurable::UnknownHost));
-                    let e = self.io.failure(what, f);
-                    if permanent {
-                        e.permanent()
-                    } else {
-                        e
-                    }
+                    self.io.failure(what, f).permanent_if(permanent)
                 })?
         } else {
             self.call_one_server(what, script, replicas, keys, args)?
