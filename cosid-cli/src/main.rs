@@ -336,10 +336,11 @@ fn cmd_next(a: NextArgs) -> cosid_core::Result<Option<u8>> {
     let said_store_wait = std::sync::atomic::AtomicBool::new(false);
     builder = builder.on_event(move |e| {
         // A start that waits for its window, or for its store for a second or more, says why,
-        // whatever the mode (the store's wait once): a pause is never a mystery.
+        // whatever the mode (the store's wait once; with --follow, as every event, at each
+        // attempt): a pause is never a mystery.
         if let cosid_core::Event::WindowAhead { .. } = e {
             eprintln!("cosid: {}", one_line(&e.to_string()));
-        } else if let cosid_core::Event::StoreUnavailable { waited_ms, .. } = e {
+        } else if let (cosid_core::Event::StoreUnavailable { waited_ms, .. }, false) = (e, follow) {
             if *waited_ms >= STORE_WAIT_SAID_MS
                 && !said_store_wait.swap(true, std::sync::atomic::Ordering::Relaxed)
             {

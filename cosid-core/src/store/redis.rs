@@ -553,7 +553,7 @@ async fn speaks_plain_redis(host: &str, port: u16) -> bool {
 /// Whether a connect that failed with `text` ([`connect_error`]'s) cannot succeed by trying
 /// again: the server refused the credentials or the database number, the host name does not
 /// exist, or TLS is on one side only or its certificate is not trusted.
-pub(crate) fn refused_for_good(text: &str) -> bool {
+fn refused_for_good(text: &str) -> bool {
     let said = text.to_ascii_lowercase();
     [
         "authentication failed",
