@@ -9,7 +9,7 @@ use parking_lot::ReentrantMutex;
 use std::cell::Cell;
 use std::ffi::{c_void, CString};
 use std::os::raw::c_char;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// What happened. Values are explicit and never reused: a kind's value is its place in the
 /// core's vocabulary (`cosid_core::lease::events::EVENT_KINDS`) plus one, its name
@@ -169,6 +169,22 @@ impl EventSlot {
     /// Removes the callback: nothing reaches it once this returns (see [`EventSlot::set`]).
     pub(crate) fn clear(&self) {
         self.set(None);
+    }
+
+    /// A slot holding `callback` and subscribed: its listener goes to the runtime's builder,
+    /// so the callback gets the events of the start too.
+    pub(crate) fn before_start(
+        callback: cosid_event_callback,
+        user_data: *mut c_void,
+    ) -> (Arc<EventSlot>, impl Fn(&Event) + Send + Sync + 'static) {
+        let slot = Arc::new(EventSlot::default());
+        slot.set(callback.map(|callback| Registered {
+            callback,
+            user_data,
+        }));
+        slot.subscribed.get_or_init(|| ());
+        let listener = slot.clone();
+        (slot, move |e: &Event| listener.deliver(e))
     }
 
     fn deliver(&self, event: &Event) {
@@ -363,6 +379,40 @@ mod tests {
             cosid_status::COSID_OK
         );
         rt
+    }
+
+    /// A callback given to `cosid_runtime_new_with_callback` gets the events of the start
+    /// itself (here the first `SLOT_ACQUIRED`; `STORE_UNAVAILABLE` the same way) before the call
+    /// returns, and the later ones too.
+    #[test]
+    fn a_callback_given_at_the_start_gets_the_events_of_the_start() {
+        let seen = Seen::default();
+        let cfg = std::ffi::CString::new(
+            "cosid:\n  namespace: ffi\n  machine:\n    lease:\n      store: 'memory:ffi-start'\n",
+        )
+        .unwrap();
+        let mut rt = std::ptr::null_mut();
+        let user = &seen as *const Seen as *mut c_void;
+        assert_eq!(
+            crate::runtime::cosid_runtime_new_with_callback(
+                cfg.as_ptr(),
+                Some(record),
+                user,
+                &mut rt
+            ),
+            cosid_status::COSID_OK,
+            "{}",
+            last_error()
+        );
+        let kinds =
+            |seen: &Seen| -> Vec<_> { seen.events.lock().unwrap().iter().map(|e| e.0).collect() };
+        assert_eq!(kinds(&seen), [cosid_event_kind::COSID_EVENT_SLOT_ACQUIRED]);
+        assert_eq!(cosid_runtime_close(rt), cosid_status::COSID_OK);
+        assert_eq!(
+            kinds(&seen).last(),
+            Some(&cosid_event_kind::COSID_EVENT_SLOT_RELEASED)
+        );
+        cosid_runtime_free(rt);
     }
 
     #[test]
