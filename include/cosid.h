@@ -229,6 +229,15 @@ enum cosid_event_kind
    * be.
    */
   COSID_EVENT_WINDOW_AHEAD = 9,
+  /**
+   * The runtime's start cannot reach its store, or the store fails it, with an error that
+   * may go away (`error`; a server starting, a network coming back): it tries again with
+   * back-off (`attempt` consecutive failures) and has waited `waited_ms` of at most
+   * `timeout_ms` (the acquire timeout). An error that cannot go away (a wrong password, a
+   * database that does not exist, TLS on one side only, a host name that does not resolve)
+   * fails `cosid_runtime_new` at once instead.
+   */
+  COSID_EVENT_STORE_UNAVAILABLE = 10,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -266,6 +275,100 @@ typedef struct cosid_generator cosid_generator;
  * strictly increase per generator for as long as the slot stays bound.
  */
 typedef struct cosid_runtime cosid_runtime;
+
+/**
+ * One event, passed by pointer to the callback. The pointer and the strings in it are valid
+ * only during the callback: copy what you keep. The fields are the core's event vocabulary
+ * (docs/c-api.md, "Events"), the same names as in Python and Node; those that do not belong to
+ * the `kind` are 0 (strings: `""`, never NULL).
+ */
+typedef struct cosid_event {
+  /**
+   * What happened.
+   */
+  cosid_event_kind kind;
+  /**
+   * The slot concerned (every kind but `CLOCK_SKEW`, `ACQUIRE_FAILED` and
+   * `STORE_UNAVAILABLE`).
+   */
+  uint32_t slot;
+  /**
+   * `SLOT_ACQUIRED`: the fence of the new ownership (grows with every new owner of the slot).
+   */
+  uint64_t fence;
+  /**
+   * `SLOT_ACQUIRED`, `WINDOW_AHEAD`: the window's lower bound (excluded), ms since the Unix
+   * epoch.
+   */
+  int64_t floor_ms;
+  /**
+   * `SLOT_ACQUIRED`: the window's upper bound (included), ms since the Unix epoch.
+   */
+  int64_t ceiling_ms;
+  /**
+   * `SLOT_RELEASED`: the floor the slot's next holder gets, ms since the Unix epoch.
+   */
+  int64_t next_floor_ms;
+  /**
+   * `CLOCK_SKEW`: this host's clock minus the store's, ms (positive: this host is ahead).
+   */
+  int64_t skew_ms;
+  /**
+   * `RENEWAL_FAILED`, `STORE_UNAVAILABLE`: consecutive failures so far (1 the first time).
+   */
+  uint32_t attempt;
+  /**
+   * `SLOT_LOST`: why the lease was lost; `WINDOW_AHEAD`: why the window opens later than
+   * now. NUL-terminated UTF-8.
+   */
+  const char *reason;
+  /**
+   * `RENEWAL_FAILED`, `ACQUIRE_FAILED`, `STORE_UNAVAILABLE`: the error. NUL-terminated UTF-8.
+   */
+  const char *error;
+  /**
+   * `DUPLICATE_OWNER_KEY`: the owner key that two live runtimes hold. NUL-terminated UTF-8.
+   */
+  const char *key;
+  /**
+   * `STORE_UNAVAILABLE`: how long the start has waited so far, ms.
+   */
+  int64_t waited_ms;
+  /**
+   * `STORE_UNAVAILABLE`: how long the start waits at most (the acquire timeout), ms.
+   */
+  int64_t timeout_ms;
+  /**
+   * The whole event as one English line, e.g. `"slot 3 lost: now held by …"`.
+   */
+  const char *message;
+} cosid_event;
+
+/**
+ * An event callback: `event` is valid only during the call; `user_data` is the pointer given
+ * to `cosid_runtime_set_event_callback`.
+ *
+ * Called on the runtime's keeper thread (named `cosid-keeper`), or on the thread that calls
+ * `cosid_runtime_close`/`cosid_runtime_free` for the final `COSID_EVENT_SLOT_RELEASED`. Calls
+ * on two threads never overlap for one runtime.
+ *
+ * The callback may call any cosid function, on its own runtime too: `cosid_next`,
+ * `cosid_runtime_stats`, `cosid_generator_get`, `cosid_runtime_set_event_callback` (the new
+ * callback gets the next event), `cosid_runtime_close` and `cosid_runtime_free`. A close or
+ * free of its own runtime releases the slot there and then, on the callback's thread, and the
+ * final `COSID_EVENT_SLOT_RELEASED` reaches the callback *nested*, from inside that call, before
+ * it returns: do not hold a lock of your own across it that the nested call would take again.
+ * After `cosid_runtime_free` the handle is gone, and no event reaches the callback once the free
+ * returns (not even one raised by the same step of the keeper).
+ *
+ * Keep it quick: while it runs on the keeper's thread the keeper cannot renew the lease, so a
+ * `cosid_next` that must wait for a renewal (the window's ceiling reached) fails after
+ * `max-wait`. It must not wait for a thread that is inside `cosid_runtime_close`,
+ * `cosid_runtime_free` or `cosid_runtime_set_event_callback` of the same runtime (each of those
+ * waits for a callback running on another thread to return), and must not unwind (C++
+ * exceptions, `longjmp`) out of the call.
+ */
+typedef void (*cosid_event_callback)(const struct cosid_event *event, void *user_data);
 
 /**
  * A runtime's counters and current window, read by `cosid_runtime_stats`. The members are the
@@ -369,91 +472,6 @@ typedef struct cosid_layout {
   uint8_t sequence_bits;
 } cosid_layout;
 
-/**
- * One event, passed by pointer to the callback. The pointer and the strings in it are valid
- * only during the callback: copy what you keep. The fields are the core's event vocabulary
- * (docs/c-api.md, "Events"), the same names as in Python and Node; those that do not belong to
- * the `kind` are 0 (strings: `""`, never NULL).
- */
-typedef struct cosid_event {
-  /**
-   * What happened.
-   */
-  cosid_event_kind kind;
-  /**
-   * The slot concerned (every kind but `CLOCK_SKEW` and `ACQUIRE_FAILED`).
-   */
-  uint32_t slot;
-  /**
-   * `SLOT_ACQUIRED`: the fence of the new ownership (grows with every new owner of the slot).
-   */
-  uint64_t fence;
-  /**
-   * `SLOT_ACQUIRED`, `WINDOW_AHEAD`: the window's lower bound (excluded), ms since the Unix
-   * epoch.
-   */
-  int64_t floor_ms;
-  /**
-   * `SLOT_ACQUIRED`: the window's upper bound (included), ms since the Unix epoch.
-   */
-  int64_t ceiling_ms;
-  /**
-   * `SLOT_RELEASED`: the floor the slot's next holder gets, ms since the Unix epoch.
-   */
-  int64_t next_floor_ms;
-  /**
-   * `CLOCK_SKEW`: this host's clock minus the store's, ms (positive: this host is ahead).
-   */
-  int64_t skew_ms;
-  /**
-   * `RENEWAL_FAILED`: consecutive failures so far (1 the first time).
-   */
-  uint32_t attempt;
-  /**
-   * `SLOT_LOST`: why the lease was lost; `WINDOW_AHEAD`: why the window opens later than
-   * now. NUL-terminated UTF-8.
-   */
-  const char *reason;
-  /**
-   * `RENEWAL_FAILED`, `ACQUIRE_FAILED`: the error. NUL-terminated UTF-8.
-   */
-  const char *error;
-  /**
-   * `DUPLICATE_OWNER_KEY`: the owner key that two live runtimes hold. NUL-terminated UTF-8.
-   */
-  const char *key;
-  /**
-   * The whole event as one English line, e.g. `"slot 3 lost: now held by …"`.
-   */
-  const char *message;
-} cosid_event;
-
-/**
- * An event callback: `event` is valid only during the call; `user_data` is the pointer given
- * to `cosid_runtime_set_event_callback`.
- *
- * Called on the runtime's keeper thread (named `cosid-keeper`), or on the thread that calls
- * `cosid_runtime_close`/`cosid_runtime_free` for the final `COSID_EVENT_SLOT_RELEASED`. Calls
- * on two threads never overlap for one runtime.
- *
- * The callback may call any cosid function, on its own runtime too: `cosid_next`,
- * `cosid_runtime_stats`, `cosid_generator_get`, `cosid_runtime_set_event_callback` (the new
- * callback gets the next event), `cosid_runtime_close` and `cosid_runtime_free`. A close or
- * free of its own runtime releases the slot there and then, on the callback's thread, and the
- * final `COSID_EVENT_SLOT_RELEASED` reaches the callback *nested*, from inside that call, before
- * it returns: do not hold a lock of your own across it that the nested call would take again.
- * After `cosid_runtime_free` the handle is gone, and no event reaches the callback once the free
- * returns (not even one raised by the same step of the keeper).
- *
- * Keep it quick: while it runs on the keeper's thread the keeper cannot renew the lease, so a
- * `cosid_next` that must wait for a renewal (the window's ceiling reached) fails after
- * `max-wait`. It must not wait for a thread that is inside `cosid_runtime_close`,
- * `cosid_runtime_free` or `cosid_runtime_set_event_callback` of the same runtime (each of those
- * waits for a callback running on another thread to return), and must not unwind (C++
- * exceptions, `longjmp`) out of the call.
- */
-typedef void (*cosid_event_callback)(const struct cosid_event *event, void *user_data);
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -522,6 +540,25 @@ size_t cosid_last_error_length(void);
  * Thread-safe. Release the handle with `cosid_runtime_free`.
  */
 cosid_status cosid_runtime_new(const char *config, struct cosid_runtime **out);
+
+/**
+ * `cosid_runtime_new` with the event callback set before the start, so that it also gets the
+ * events of the start itself, on the calling thread before this function returns:
+ * `COSID_EVENT_STORE_UNAVAILABLE` at each attempt while the store cannot be reached (what the
+ * start waits for, and for how long at most), `COSID_EVENT_WINDOW_AHEAD`, the first
+ * `COSID_EVENT_SLOT_ACQUIRED`. Later events reach it as if `cosid_runtime_set_event_callback`
+ * had set it (which replaces it as usual). A NULL `callback` is `cosid_runtime_new`.
+ *
+ * `user_data` must be usable from the keeper's thread for as long as the callback is set.
+ *
+ * Errors: those of `cosid_runtime_new`.
+ *
+ * Thread-safe. Release the handle with `cosid_runtime_free`.
+ */
+cosid_status cosid_runtime_new_with_callback(const char *config,
+                                             cosid_event_callback callback,
+                                             void *user_data,
+                                             struct cosid_runtime **out);
 
 /**
  * Issues one id from the runtime's default generator into `*out`.

@@ -109,7 +109,7 @@ export declare class Runtime {
    * Calls `listener` on the JavaScript thread for every keeper event named `event` (`'*'`:
    * every event). Listeners do not keep the process alive and are dropped by `close()`.
    */
-  on(event: 'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released' | 'window_ahead' | '*', listener: (event: RuntimeEvent) => void): this
+  on(event: 'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released' | 'window_ahead' | 'store_unavailable' | '*', listener: (event: RuntimeEvent) => void): this
   /**
    * Ordered shutdown, off the event loop: the generators stop (later calls throw
    * `COSID_ERR_CLOSED`), the keeper stops, the slot is released with the exact last
@@ -192,12 +192,16 @@ export declare function parseId(text: string, format: string, layout?: IdLayout 
 export interface RuntimeEvent {
   /**
    * The event's kind: `slot_acquired`, `slot_lost`, `duplicate_owner_key`, `clock_skew`,
-   * `renewal_failed`, `store_reset`, `acquire_failed`, `slot_released` or `window_ahead`.
+   * `renewal_failed`, `store_reset`, `acquire_failed`, `slot_released`, `window_ahead` or
+   * `store_unavailable`.
    */
-  kind: 'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released' | 'window_ahead'
+  kind: 'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released' | 'window_ahead' | 'store_unavailable'
   /** The whole event as one English line. */
   message: string
-  /** The slot concerned (every kind but `clock_skew` and `acquire_failed`). */
+  /**
+   * The slot concerned (every kind but `clock_skew`, `acquire_failed` and
+   * `store_unavailable`).
+   */
   slot?: number
   /** `slot_acquired`: the fence of the new ownership. */
   fence?: number
@@ -212,14 +216,18 @@ export interface RuntimeEvent {
   nextFloorMs?: number
   /** `clock_skew`: this host's clock minus the store's, ms (positive: this host is ahead). */
   skewMs?: number
-  /** `renewal_failed`: consecutive failures so far (1 the first time). */
+  /** `renewal_failed`, `store_unavailable`: consecutive failures so far (1 the first time). */
   attempt?: number
   /** `slot_lost`: why the lease was lost; `window_ahead`: why the window opens later than now. */
   reason?: string
-  /** `renewal_failed`, `acquire_failed`: the error. */
+  /** `renewal_failed`, `acquire_failed`, `store_unavailable`: the error. */
   error?: string
   /** `duplicate_owner_key`: the owner key that two live runtimes hold. */
   key?: string
+  /** `store_unavailable`: how long the start has waited so far, ms. */
+  waitedMs?: number
+  /** `store_unavailable`: how long the start waits at most (`acquire-timeout`), ms. */
+  timeoutMs?: number
 }
 
 /**

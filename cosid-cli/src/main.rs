@@ -361,6 +361,9 @@ pub(crate) fn render(layout: &Layout, format: &OutFormat, id: u64) -> cosid_core
     }
 }
 
+/// A start that has waited this long for its store says so (once).
+const STORE_WAIT_SAID_MS: i64 = 1000;
+
 /// `Ok(Some(status))`: a `--count` run cut short by a signal, to exit with `status`.
 fn cmd_next(a: NextArgs) -> cosid_core::Result<Option<u8>> {
     let format = out_format(&a.format)?;
@@ -391,11 +394,19 @@ fn cmd_next(a: NextArgs) -> cosid_core::Result<Option<u8>> {
         .config(config)
         .clock(std::sync::Arc::new(follow::StopClock));
     let follow = a.follow;
+    let said_store_wait = std::sync::atomic::AtomicBool::new(false);
     builder = builder.on_event(move |e| {
-        // A start that waits for its window says why, whatever the mode: a pause is never a
-        // mystery.
+        // A start that waits for its window, or for its store for a second or more, says why,
+        // whatever the mode (the store's wait once; with --follow, as every event, at each
+        // attempt): a pause is never a mystery.
         if let cosid_core::Event::WindowAhead { .. } = e {
             eprintln!("cosid: {}", one_line(&e.to_string()));
+        } else if let (cosid_core::Event::StoreUnavailable { waited_ms, .. }, false) = (e, follow) {
+            if *waited_ms >= STORE_WAIT_SAID_MS
+                && !said_store_wait.swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                eprintln!("cosid: {}", one_line(&e.to_string()));
+            }
         } else if follow
             && !matches!(
                 e,

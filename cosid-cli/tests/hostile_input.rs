@@ -235,12 +235,12 @@ fn slots_escapes_owner_keys_in_the_table_and_in_json() {
 }
 
 /// Sends `sig` to `waiter` (`cosid next --follow` with its stderr piped) once its keeper says
-/// it waits for a slot, and checks that it stops at once, exiting 0 and saying nothing is held:
-/// the end of every wait a signal cuts short.
-fn interrupt_the_wait(waiter: &mut Child, sig: libc::c_int) {
+/// it waits (the event `said`: for a slot, or for the store), and checks that it stops at once,
+/// exiting 0 and saying nothing is held: the end of every wait a signal cuts short.
+fn interrupt_the_wait(waiter: &mut Child, sig: libc::c_int, said: &str) {
     let mut err = BufReader::new(waiter.stderr.take().unwrap());
     // The keeper's event says it is waiting: the signal arrives during the wait.
-    wait_for_line(&mut err, "acquire_failed");
+    wait_for_line(&mut err, said);
     signal(waiter, sig);
     let status = waiter.wait().unwrap();
     let mut rest = String::new();
@@ -263,7 +263,7 @@ fn sigterm_ends_a_wait_for_a_slot_and_leaves_nothing_held() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    interrupt_the_wait(&mut waiter, libc::SIGTERM);
+    interrupt_the_wait(&mut waiter, libc::SIGTERM, "acquire_failed");
     let mut printed = String::new();
     waiter
         .stdout
@@ -302,7 +302,7 @@ fn sigint_ends_a_wait_for_an_unreachable_store() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    interrupt_the_wait(&mut waiter, libc::SIGINT);
+    interrupt_the_wait(&mut waiter, libc::SIGINT, "store_unavailable");
 }
 
 /// `cosid next -n COUNT` stops early at SIGINT, releases its slot and exits with 130 (before,

@@ -146,6 +146,24 @@ impl Error {
         self
     }
 
+    /// [`Error::permanent`] when `permanent`, else the error as it is.
+    #[cfg_attr(
+        not(any(
+            feature = "redis",
+            feature = "postgres",
+            feature = "mysql",
+            feature = "etcd"
+        )),
+        allow(dead_code)
+    )]
+    pub(crate) fn permanent_if(self, permanent: bool) -> Self {
+        if permanent {
+            self.permanent()
+        } else {
+            self
+        }
+    }
+
     /// Whether trying again cannot cure the error (see [`Error::permanent`]).
     pub fn is_permanent(&self) -> bool {
         self.permanent

@@ -365,14 +365,23 @@ fn wait_for_a_restart_guard(
         events.emit(Event::WindowAhead {
             slot: binding.slot,
             floor_ms: binding.floor,
-            reason: format!(
-                "{:.1} s from now; the namespace's not-before (cosid migrate), or the restart \
-                 guard keeping it above every window its store may have granted and lost \
-                 (docs/protocol.md section 7: a namespace's first start on a network store, \
-                 and every start on a store that lost data lately, waits ttl + tolerance); \
-                 restart-guard=off in the store URL for a server known to be new",
-                ahead as f64 / 1000.0
-            ),
+            reason: if ahead <= longest.as_millis() as i64 {
+                format!(
+                    "{:.1} s from now: the restart guard, which starts the first windows of a \
+                     namespace on a network store, and every window of a store that lost data \
+                     lately, ttl + tolerance after the server's start, above any window the \
+                     store may have granted and forgotten (docs/protocol.md section 7); for a \
+                     server that never restarts empty (persistence on, or a throwaway server), \
+                     add ?restart-guard=off to the store URL to start at once",
+                    ahead as f64 / 1000.0
+                )
+            } else {
+                format!(
+                    "{:.1} s from now: the namespace's not-before (cosid migrate \
+                     --not-before); ids fail with clock_behind until then",
+                    ahead as f64 / 1000.0
+                )
+            },
         });
     }
     if ahead < 0 || ahead > longest.as_millis() as i64 {
@@ -890,7 +899,9 @@ mod tests {
             panic!("one window_ahead event: {ahead:?}");
         };
         assert!(*floor_ms >= t0 + 1_200, "{floor_ms} {t0}");
-        assert!(reason.contains("restart-guard=off"), "{reason}");
+        for part in ["s from now: the restart guard", "?restart-guard=off"] {
+            assert!(reason.contains(part), "{part:?} in {reason}");
+        }
         let id = rt.next().unwrap();
         let parts = rt.layout().decompose(id).unwrap();
         assert!(rt.layout().unit_start_ms(parts.timestamp) > *floor_ms);

@@ -9,7 +9,7 @@ use parking_lot::ReentrantMutex;
 use std::cell::Cell;
 use std::ffi::{c_void, CString};
 use std::os::raw::c_char;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// What happened. Values are explicit and never reused: a kind's value is its place in the
 /// core's vocabulary (`cosid_core::lease::events::EVENT_KINDS`) plus one, its name
@@ -47,10 +47,17 @@ pub enum cosid_event_kind {
     /// store that lost data may have granted. `reason` says why and how to avoid it where it can
     /// be.
     COSID_EVENT_WINDOW_AHEAD = 9,
+    /// The runtime's start cannot reach its store, or the store fails it, with an error that
+    /// may go away (`error`; a server starting, a network coming back): it tries again with
+    /// back-off (`attempt` consecutive failures) and has waited `waited_ms` of at most
+    /// `timeout_ms` (the acquire timeout). An error that cannot go away (a wrong password, a
+    /// database that does not exist, TLS on one side only, a host name that does not resolve)
+    /// fails `cosid_runtime_new` at once instead.
+    COSID_EVENT_STORE_UNAVAILABLE = 10,
 }
 
 /// The kinds in the order of the core's `EVENT_KINDS` (value = index + 1).
-const KINDS: [cosid_event_kind; 9] = [
+const KINDS: [cosid_event_kind; 10] = [
     cosid_event_kind::COSID_EVENT_SLOT_ACQUIRED,
     cosid_event_kind::COSID_EVENT_SLOT_LOST,
     cosid_event_kind::COSID_EVENT_DUPLICATE_OWNER_KEY,
@@ -60,6 +67,7 @@ const KINDS: [cosid_event_kind; 9] = [
     cosid_event_kind::COSID_EVENT_ACQUIRE_FAILED,
     cosid_event_kind::COSID_EVENT_SLOT_RELEASED,
     cosid_event_kind::COSID_EVENT_WINDOW_AHEAD,
+    cosid_event_kind::COSID_EVENT_STORE_UNAVAILABLE,
 ];
 
 /// One event, passed by pointer to the callback. The pointer and the strings in it are valid
@@ -71,7 +79,8 @@ const KINDS: [cosid_event_kind; 9] = [
 pub struct cosid_event {
     /// What happened.
     pub kind: cosid_event_kind,
-    /// The slot concerned (every kind but `CLOCK_SKEW` and `ACQUIRE_FAILED`).
+    /// The slot concerned (every kind but `CLOCK_SKEW`, `ACQUIRE_FAILED` and
+    /// `STORE_UNAVAILABLE`).
     pub slot: u32,
     /// `SLOT_ACQUIRED`: the fence of the new ownership (grows with every new owner of the slot).
     pub fence: u64,
@@ -84,15 +93,19 @@ pub struct cosid_event {
     pub next_floor_ms: i64,
     /// `CLOCK_SKEW`: this host's clock minus the store's, ms (positive: this host is ahead).
     pub skew_ms: i64,
-    /// `RENEWAL_FAILED`: consecutive failures so far (1 the first time).
+    /// `RENEWAL_FAILED`, `STORE_UNAVAILABLE`: consecutive failures so far (1 the first time).
     pub attempt: u32,
     /// `SLOT_LOST`: why the lease was lost; `WINDOW_AHEAD`: why the window opens later than
     /// now. NUL-terminated UTF-8.
     pub reason: *const c_char,
-    /// `RENEWAL_FAILED`, `ACQUIRE_FAILED`: the error. NUL-terminated UTF-8.
+    /// `RENEWAL_FAILED`, `ACQUIRE_FAILED`, `STORE_UNAVAILABLE`: the error. NUL-terminated UTF-8.
     pub error: *const c_char,
     /// `DUPLICATE_OWNER_KEY`: the owner key that two live runtimes hold. NUL-terminated UTF-8.
     pub key: *const c_char,
+    /// `STORE_UNAVAILABLE`: how long the start has waited so far, ms.
+    pub waited_ms: i64,
+    /// `STORE_UNAVAILABLE`: how long the start waits at most (the acquire timeout), ms.
+    pub timeout_ms: i64,
     /// The whole event as one English line, e.g. `"slot 3 lost: now held by …"`.
     pub message: *const c_char,
 }
@@ -158,6 +171,22 @@ impl EventSlot {
         self.set(None);
     }
 
+    /// A slot holding `callback` and subscribed: its listener goes to the runtime's builder,
+    /// so the callback gets the events of the start too.
+    pub(crate) fn before_start(
+        callback: cosid_event_callback,
+        user_data: *mut c_void,
+    ) -> (Arc<EventSlot>, impl Fn(&Event) + Send + Sync + 'static) {
+        let slot = Arc::new(EventSlot::default());
+        slot.set(callback.map(|callback| Registered {
+            callback,
+            user_data,
+        }));
+        slot.subscribed.get_or_init(|| ());
+        let listener = slot.clone();
+        (slot, move |e: &Event| listener.deliver(e))
+    }
+
     fn deliver(&self, event: &Event) {
         let current = self.current.lock();
         let Some(reg) = current.get() else {
@@ -191,6 +220,8 @@ fn convert(event: &Event) -> (cosid_event, [CString; 4]) {
         reason: std::ptr::null(),
         error: std::ptr::null(),
         key: std::ptr::null(),
+        waited_ms: 0,
+        timeout_ms: 0,
         message: std::ptr::null(),
     };
     // A kind added to the core later reaches C as OTHER with its message (a test fails first).
@@ -213,6 +244,8 @@ fn convert(event: &Event) -> (cosid_event, [CString; 4]) {
             ("reason", FieldValue::Text(v)) => reason = v,
             ("error", FieldValue::Text(v)) => error = v,
             ("key", FieldValue::Text(v)) => key = v,
+            ("waited_ms", FieldValue::I64(v)) => e.waited_ms = v,
+            ("timeout_ms", FieldValue::I64(v)) => e.timeout_ms = v,
             // A field added to the core later: `message` still has it (a test fails first).
             _ => {}
         }
@@ -348,6 +381,40 @@ mod tests {
         rt
     }
 
+    /// A callback given to `cosid_runtime_new_with_callback` gets the events of the start
+    /// itself (here the first `SLOT_ACQUIRED`; `STORE_UNAVAILABLE` the same way) before the call
+    /// returns, and the later ones too.
+    #[test]
+    fn a_callback_given_at_the_start_gets_the_events_of_the_start() {
+        let seen = Seen::default();
+        let cfg = std::ffi::CString::new(
+            "cosid:\n  namespace: ffi\n  machine:\n    lease:\n      store: 'memory:ffi-start'\n",
+        )
+        .unwrap();
+        let mut rt = std::ptr::null_mut();
+        let user = &seen as *const Seen as *mut c_void;
+        assert_eq!(
+            crate::runtime::cosid_runtime_new_with_callback(
+                cfg.as_ptr(),
+                Some(record),
+                user,
+                &mut rt
+            ),
+            cosid_status::COSID_OK,
+            "{}",
+            last_error()
+        );
+        let kinds =
+            |seen: &Seen| -> Vec<_> { seen.events.lock().unwrap().iter().map(|e| e.0).collect() };
+        assert_eq!(kinds(&seen), [cosid_event_kind::COSID_EVENT_SLOT_ACQUIRED]);
+        assert_eq!(cosid_runtime_close(rt), cosid_status::COSID_OK);
+        assert_eq!(
+            kinds(&seen).last(),
+            Some(&cosid_event_kind::COSID_EVENT_SLOT_RELEASED)
+        );
+        cosid_runtime_free(rt);
+    }
+
     #[test]
     fn the_release_on_close_reaches_the_callback() {
         let seen = Seen::default();
@@ -450,6 +517,8 @@ mod tests {
             ("reason", t(e.reason)),
             ("error", t(e.error)),
             ("key", t(e.key)),
+            ("waited_ms", n(e.waited_ms.into())),
+            ("timeout_ms", n(e.timeout_ms.into())),
             ("message", t(e.message)),
         ]
     }

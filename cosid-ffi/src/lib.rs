@@ -51,7 +51,7 @@ pub use generator::{
 };
 pub use runtime::{
     cosid_next, cosid_next_batch, cosid_runtime, cosid_runtime_close, cosid_runtime_free,
-    cosid_runtime_new, cosid_runtime_stats, cosid_stats,
+    cosid_runtime_new, cosid_runtime_new_with_callback, cosid_runtime_stats, cosid_stats,
 };
 pub use status::{
     cosid_last_error_length, cosid_last_error_message, cosid_status, cosid_status_name,

@@ -1,9 +1,10 @@
 //! `cosid_runtime`: a running id source (a slot, its keeper thread, its generators).
 
 use crate::boundary::{c_str, guard, guard_void, handle, out_slice, out_value, Handle};
-use crate::events::EventSlot;
+use crate::events::{cosid_event_callback, EventSlot};
 use crate::status::{cosid_status, fail};
-use cosid_core::Runtime;
+use cosid_core::{Config, Runtime};
+use std::ffi::c_void;
 use std::os::raw::c_char;
 use std::sync::Arc;
 
@@ -90,19 +91,66 @@ pub extern "C" fn cosid_runtime_new(
     config: *const c_char,
     out: *mut *mut cosid_runtime,
 ) -> cosid_status {
-    const F: &str = "cosid_runtime_new";
-    guard(F, || {
-        out_value(F, out, || {
-            let rt = if config.is_null() {
-                Runtime::embedded_default()
+    new_runtime("cosid_runtime_new", config, None, std::ptr::null_mut(), out)
+}
+
+/// `cosid_runtime_new` with the event callback set before the start, so that it also gets the
+/// events of the start itself, on the calling thread before this function returns:
+/// `COSID_EVENT_STORE_UNAVAILABLE` at each attempt while the store cannot be reached (what the
+/// start waits for, and for how long at most), `COSID_EVENT_WINDOW_AHEAD`, the first
+/// `COSID_EVENT_SLOT_ACQUIRED`. Later events reach it as if `cosid_runtime_set_event_callback`
+/// had set it (which replaces it as usual). A NULL `callback` is `cosid_runtime_new`.
+///
+/// `user_data` must be usable from the keeper's thread for as long as the callback is set.
+///
+/// Errors: those of `cosid_runtime_new`.
+///
+/// Thread-safe. Release the handle with `cosid_runtime_free`.
+#[no_mangle]
+pub extern "C" fn cosid_runtime_new_with_callback(
+    config: *const c_char,
+    callback: cosid_event_callback,
+    user_data: *mut c_void,
+    out: *mut *mut cosid_runtime,
+) -> cosid_status {
+    new_runtime(
+        "cosid_runtime_new_with_callback",
+        config,
+        callback,
+        user_data,
+        out,
+    )
+}
+
+fn new_runtime(
+    f: &'static str,
+    config: *const c_char,
+    callback: cosid_event_callback,
+    user_data: *mut c_void,
+    out: *mut *mut cosid_runtime,
+) -> cosid_status {
+    guard(f, || {
+        out_value(f, out, || {
+            let config = if config.is_null() {
+                Config::embedded_default()
             } else {
-                Runtime::from_yaml(c_str(F, "config", config, cosid_status::COSID_ERR_CONFIG)?)
+                Config::from_yaml(c_str(f, "config", config, cosid_status::COSID_ERR_CONFIG)?)
             }
-            .map_err(|e| fail(F, &e))?;
+            .map_err(|e| fail(f, &e))?;
+            let mut builder = Runtime::builder().config(config);
+            let events = match callback {
+                None => Arc::default(),
+                Some(_) => {
+                    let (events, listener) = EventSlot::before_start(callback, user_data);
+                    builder = builder.on_event(listener);
+                    events
+                }
+            };
+            let rt = builder.build().map_err(|e| fail(f, &e))?;
             Ok(Box::into_raw(Box::new(cosid_runtime {
                 magic: cosid_runtime::MAGIC,
                 rt,
-                events: Arc::default(),
+                events,
             })))
         })
     })

@@ -523,7 +523,7 @@ struct member {
 static const struct member MEMBERS[] = {
     MEMBER(slot, 0),          MEMBER(fence, 0),   MEMBER(floor_ms, 0), MEMBER(ceiling_ms, 0),
     MEMBER(next_floor_ms, 0), MEMBER(skew_ms, 0), MEMBER(attempt, 0),  MEMBER(reason, 1),
-    MEMBER(error, 1),         MEMBER(key, 1),
+    MEMBER(error, 1),         MEMBER(key, 1),     MEMBER(waited_ms, 0), MEMBER(timeout_ms, 0),
 };
 static const struct {
   cosid_event_kind kind;
@@ -539,6 +539,7 @@ static const struct {
     {COSID_EVENT_ACQUIRE_FAILED, "acquire_failed", " error "},
     {COSID_EVENT_SLOT_RELEASED, "slot_released", " slot next_floor_ms "},
     {COSID_EVENT_WINDOW_AHEAD, "window_ahead", " slot floor_ms reason "},
+    {COSID_EVENT_STORE_UNAVAILABLE, "store_unavailable", " attempt error waited_ms timeout_ms "},
 };
 #define NKINDS (sizeof KINDS / sizeof KINDS[0])
 

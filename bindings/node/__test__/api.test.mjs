@@ -216,6 +216,7 @@ const DOCUMENTED_EVENT_FIELDS = {
   acquire_failed: ['error'],
   slot_released: ['slot', 'nextFloorMs'],
   window_ahead: ['slot', 'floorMs', 'reason'],
+  store_unavailable: ['attempt', 'error', 'waitedMs', 'timeoutMs'],
 }
 
 test('events carry exactly the core vocabulary, as received and as index.d.ts declares it', async () => {

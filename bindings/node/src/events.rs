@@ -30,14 +30,16 @@ pub(crate) fn names() -> impl Iterator<Item = &'static str> {
 #[allow(dead_code)]
 pub struct RuntimeEvent {
     /// The event's kind: `slot_acquired`, `slot_lost`, `duplicate_owner_key`, `clock_skew`,
-    /// `renewal_failed`, `store_reset`, `acquire_failed`, `slot_released` or `window_ahead`.
+    /// `renewal_failed`, `store_reset`, `acquire_failed`, `slot_released`, `window_ahead` or
+    /// `store_unavailable`.
     #[napi(
-        ts_type = "'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released' | 'window_ahead'"
+        ts_type = "'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released' | 'window_ahead' | 'store_unavailable'"
     )]
     pub kind: String,
     /// The whole event as one English line.
     pub message: String,
-    /// The slot concerned (every kind but `clock_skew` and `acquire_failed`).
+    /// The slot concerned (every kind but `clock_skew`, `acquire_failed` and
+    /// `store_unavailable`).
     pub slot: Option<u32>,
     /// `slot_acquired`: the fence of the new ownership.
     pub fence: Option<f64>,
@@ -50,14 +52,18 @@ pub struct RuntimeEvent {
     pub next_floor_ms: Option<f64>,
     /// `clock_skew`: this host's clock minus the store's, ms (positive: this host is ahead).
     pub skew_ms: Option<f64>,
-    /// `renewal_failed`: consecutive failures so far (1 the first time).
+    /// `renewal_failed`, `store_unavailable`: consecutive failures so far (1 the first time).
     pub attempt: Option<u32>,
     /// `slot_lost`: why the lease was lost; `window_ahead`: why the window opens later than now.
     pub reason: Option<String>,
-    /// `renewal_failed`, `acquire_failed`: the error.
+    /// `renewal_failed`, `acquire_failed`, `store_unavailable`: the error.
     pub error: Option<String>,
     /// `duplicate_owner_key`: the owner key that two live runtimes hold.
     pub key: Option<String>,
+    /// `store_unavailable`: how long the start has waited so far, ms.
+    pub waited_ms: Option<f64>,
+    /// `store_unavailable`: how long the start waits at most (`acquire-timeout`), ms.
+    pub timeout_ms: Option<f64>,
 }
 
 /// An event as the JavaScript object a listener receives: `kind`, `message` and the event's

@@ -342,7 +342,7 @@ impl Runtime {
     /// Calls `listener` on the JavaScript thread for every keeper event named `event` (`'*'`:
     /// every event). Listeners do not keep the process alive and are dropped by `close()`.
     #[napi(
-        ts_args_type = "event: 'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released' | 'window_ahead' | '*', listener: (event: RuntimeEvent) => void"
+        ts_args_type = "event: 'slot_acquired' | 'slot_lost' | 'duplicate_owner_key' | 'clock_skew' | 'renewal_failed' | 'store_reset' | 'acquire_failed' | 'slot_released' | 'window_ahead' | 'store_unavailable' | '*', listener: (event: RuntimeEvent) => void"
     )]
     pub fn on(&self, env: Env, event: Unknown, listener: Unknown) -> napi::Result<&Self> {
         let raw_env = env.raw();

@@ -185,6 +185,8 @@ pub(crate) struct PyEvent {
     reason: Option<String>,
     error: Option<String>,
     key: Option<String>,
+    waited_ms: Option<i64>,
+    timeout_ms: Option<i64>,
 }
 
 impl From<&Event> for PyEvent {
@@ -202,6 +204,8 @@ impl From<&Event> for PyEvent {
             reason: None,
             error: None,
             key: None,
+            waited_ms: None,
+            timeout_ms: None,
         };
         for (name, value) in e.fields() {
             match (name, value) {
@@ -215,6 +219,8 @@ impl From<&Event> for PyEvent {
                 ("reason", FieldValue::Text(v)) => ev.reason = Some(v.to_string()),
                 ("error", FieldValue::Text(v)) => ev.error = Some(v.to_string()),
                 ("key", FieldValue::Text(v)) => ev.key = Some(v.to_string()),
+                ("waited_ms", FieldValue::I64(v)) => ev.waited_ms = Some(v),
+                ("timeout_ms", FieldValue::I64(v)) => ev.timeout_ms = Some(v),
                 // A field added to the core later: `message` still has it, and the vocabulary
                 // test (tests/test_api.py) fails until it has an attribute here.
                 _ => {}

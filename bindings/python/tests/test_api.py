@@ -224,6 +224,7 @@ DOCUMENTED_EVENT_FIELDS = {
     "acquire_failed": ("error",),
     "slot_released": ("slot", "next_floor_ms"),
     "window_ahead": ("slot", "floor_ms", "reason"),
+    "store_unavailable": ("attempt", "error", "waited_ms", "timeout_ms"),
 }
 
 

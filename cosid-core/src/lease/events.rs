@@ -19,6 +19,8 @@
 //! | `store_reset` | `slot` |
 //! | `acquire_failed` | `error` |
 //! | `slot_released` | `slot`, `next_floor_ms` |
+//! | `window_ahead` | `slot`, `floor_ms`, `reason` |
+//! | `store_unavailable` | `attempt`, `error`, `waited_ms`, `timeout_ms` |
 //!
 //! | field | type | unit | meaning |
 //! |---|---|---|---|
@@ -32,6 +34,8 @@
 //! | `reason` | text | | why the lease was lost |
 //! | `error` | text | | the error (of the store, or why no slot could be had) |
 //! | `key` | text | | the owner key that two live runtimes hold |
+//! | `waited_ms` | i64 | ms | how long the start has waited so far |
+//! | `timeout_ms` | i64 | ms | how long the start waits at most (`acquire-timeout`) |
 //!
 //! Besides its fields, every event has `kind` (its kind name) and `message` (the whole event as
 //! one English line: its `Display`). A field that does not belong to an event's kind is absent
@@ -116,6 +120,21 @@ pub enum Event {
         /// Why it opens then.
         reason: String,
     },
+    /// The runtime's start cannot reach its store, or the store fails it, with an error that
+    /// may go away (a server starting, a network coming back, a server busy): it tries again
+    /// with back-off until `timeout_ms` (the acquire timeout) has passed. An error that cannot
+    /// go away (a wrong password, a database that does not exist, TLS on one side only, a host
+    /// name that does not resolve) fails the start at once instead.
+    StoreUnavailable {
+        /// Consecutive failures so far (1 the first time).
+        attempt: u32,
+        /// The store's error (its URL without credentials, cut to a readable length).
+        error: String,
+        /// How long the start has waited so far, ms.
+        waited_ms: i64,
+        /// How long it waits at most (the acquire timeout), ms.
+        timeout_ms: i64,
+    },
     /// The slot was released on shutdown, handing `next_floor` to the next holder.
     SlotReleased {
         /// The slot.
@@ -162,7 +181,7 @@ pub struct EventKind {
 }
 
 /// Every field of every event (the module's vocabulary table), in the order of the C struct.
-pub const EVENT_FIELDS: [EventField; 10] = [
+pub const EVENT_FIELDS: [EventField; 12] = [
     EventField {
         name: "slot",
         ty: FieldType::U32,
@@ -223,10 +242,22 @@ pub const EVENT_FIELDS: [EventField; 10] = [
         unit: "",
         meaning: "the owner key that two live runtimes hold",
     },
+    EventField {
+        name: "waited_ms",
+        ty: FieldType::I64,
+        unit: "ms",
+        meaning: "how long the start has waited so far",
+    },
+    EventField {
+        name: "timeout_ms",
+        ty: FieldType::I64,
+        unit: "ms",
+        meaning: "how long the start waits at most (acquire-timeout)",
+    },
 ];
 
 /// Every kind of event with its fields, in the order of the C enum (value = index + 1).
-pub const EVENT_KINDS: [EventKind; 9] = [
+pub const EVENT_KINDS: [EventKind; 10] = [
     EventKind {
         name: "slot_acquired",
         fields: &["slot", "fence", "floor_ms", "ceiling_ms"],
@@ -263,6 +294,10 @@ pub const EVENT_KINDS: [EventKind; 9] = [
         name: "window_ahead",
         fields: &["slot", "floor_ms", "reason"],
     },
+    EventKind {
+        name: "store_unavailable",
+        fields: &["attempt", "error", "waited_ms", "timeout_ms"],
+    },
 ];
 
 /// The value of one event field.
@@ -291,6 +326,7 @@ impl Event {
             Event::AcquireFailed { .. } => 6,
             Event::SlotReleased { .. } => 7,
             Event::WindowAhead { .. } => 8,
+            Event::StoreUnavailable { .. } => 9,
         }
     }
 
@@ -357,6 +393,17 @@ impl Event {
                 ("floor_ms", I64(*floor_ms)),
                 ("reason", Text(reason)),
             ],
+            Event::StoreUnavailable {
+                attempt,
+                error,
+                waited_ms,
+                timeout_ms,
+            } => vec![
+                ("attempt", U32(*attempt)),
+                ("error", Text(error)),
+                ("waited_ms", I64(*waited_ms)),
+                ("timeout_ms", I64(*timeout_ms)),
+            ],
         }
     }
 
@@ -397,6 +444,12 @@ impl Event {
                 slot: 3,
                 floor_ms: 1_700_000_031_000,
                 reason: "the restart guard".into(),
+            },
+            Event::StoreUnavailable {
+                attempt: 4,
+                error: "store redis://127.0.0.1:6379/0: connecting: Connection refused".into(),
+                waited_ms: 1_500,
+                timeout_ms: 30_000,
             },
         ]
     }
@@ -455,6 +508,18 @@ impl fmt::Display for Event {
                 f,
                 "waiting for slot {slot}'s window, which opens at {}: {reason}",
                 crate::time::format_rfc3339_ms(*floor_ms)
+            ),
+            Event::StoreUnavailable {
+                attempt,
+                error,
+                waited_ms,
+                timeout_ms,
+            } => write!(
+                f,
+                "waiting for the store ({:.1} s so far, attempt {attempt}; at most {:.1} s, the \
+                 acquire-timeout): {error}",
+                *waited_ms as f64 / 1000.0,
+                *timeout_ms as f64 / 1000.0
             ),
         }
     }

@@ -160,7 +160,8 @@ impl LeaseKeeper {
             events,
             counters,
         };
-        let deadline = keeper.clock.monotonic() + keeper.config.acquire_timeout;
+        let started = keeper.clock.monotonic();
+        let deadline = started + keeper.config.acquire_timeout;
         let mut attempt = 0;
         loop {
             let mut pending = Pending::new();
@@ -187,8 +188,23 @@ impl LeaseKeeper {
                             ),
                         ));
                     }
-                    keeper.events.emit(Event::AcquireFailed {
-                        error: e.to_string(),
+                    // A store that fails says what the start waits for, how long so far and
+                    // how long at most; an exhausted namespace, that no slot is free.
+                    keeper.events.emit(if e.kind() == ErrorKind::Store {
+                        let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+                        Event::StoreUnavailable {
+                            attempt,
+                            error: crate::bounds::quote_at_most(
+                                &e.to_string(),
+                                crate::bounds::MAX_DETAIL_CHARS,
+                            ),
+                            waited_ms: ms(now - started),
+                            timeout_ms: ms(keeper.config.acquire_timeout),
+                        }
+                    } else {
+                        Event::AcquireFailed {
+                            error: e.to_string(),
+                        }
                     });
                     keeper
                         .clock
@@ -749,6 +765,40 @@ mod tests {
         assert!(e.message().contains("acquire-timeout"), "{e}");
         assert_eq!(r.clock.monotonic() - t0, Duration::from_secs(2));
         assert!(r.names().contains(&"acquire_failed"));
+    }
+
+    /// A start-up that cannot reach its store says so at each attempt with `store_unavailable`:
+    /// the error, the attempt, how long it has waited and how long it waits at most; an
+    /// exhausted namespace stays `acquire_failed`.
+    #[test]
+    fn start_up_says_it_waits_for_an_unreachable_store_and_for_how_long() {
+        let r = rig(None);
+        r.store.down.store(true, Ordering::SeqCst);
+        let e = r.start(0, "a", Duration::from_secs(2)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Store, "{e}");
+        let events = r.events.lock().unwrap().clone();
+        let said: Vec<_> = events
+            .iter()
+            .map(|e| match e {
+                Event::StoreUnavailable {
+                    attempt,
+                    error,
+                    waited_ms,
+                    timeout_ms,
+                } => {
+                    assert!(error.contains("unreachable"), "{error}");
+                    assert_eq!(*timeout_ms, 2_000);
+                    (*attempt, *waited_ms)
+                }
+                other => panic!("only store_unavailable: {other:?}"),
+            })
+            .collect();
+        assert_eq!(said, [(1, 0), (2, 100), (3, 300), (4, 700), (5, 1500)]);
+        assert!(
+            events[4].to_string().contains("at most 2.0 s"),
+            "{}",
+            events[4]
+        );
     }
 
     #[test]

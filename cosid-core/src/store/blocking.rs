@@ -181,6 +181,66 @@ impl IoRuntime {
     }
 }
 
+/// Why a failed connect cannot be cured by trying again, read from the client's text: the
+/// host name does not exist, or the two sides do not agree on TLS (a certificate the store does
+/// not trust, TLS to a port without it). A resolver's temporary failure, a refused or reset
+/// connection, a timeout are none of these: a server starting, a network coming back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Incurable {
+    /// The resolver says the name does not exist (`getaddrinfo`'s `EAI_NONAME`: NXDOMAIN).
+    UnknownHost,
+    /// TLS failed: the certificate, or a server that does not speak it.
+    Tls,
+}
+
+/// What to do about a host name that does not resolve, for the end of a message.
+#[cfg(any(
+    feature = "redis",
+    feature = "postgres",
+    feature = "mysql",
+    feature = "etcd"
+))]
+pub(crate) const UNKNOWN_HOST_FIX: &str =
+    "the host name does not resolve (the resolver has no such name): check the host in the URL";
+
+/// [`Incurable`] as a client's text `text` of a failed connect says it, or `None`.
+#[cfg(any(
+    feature = "redis",
+    feature = "postgres",
+    feature = "mysql",
+    feature = "etcd"
+))]
+pub(crate) fn incurable(text: &str) -> Option<Incurable> {
+    let said = text.to_ascii_lowercase();
+    // EAI_AGAIN ("Temporary failure in name resolution"): the resolver may answer later.
+    if said.contains("temporary failure") {
+        return None;
+    }
+    // getaddrinfo's EAI_NONAME as glibc, musl and the BSDs word it.
+    const UNKNOWN_HOST: [&str; 4] = [
+        "name or service not known",
+        "nodename nor servname provided",
+        "no address associated with hostname",
+        "name does not resolve",
+    ];
+    // rustls's words for a certificate it refuses and for a peer that answers a TLS handshake
+    // with something else; the clients' for a server that refuses TLS.
+    const TLS: [&str; 5] = [
+        "invalid peer certificate",
+        "unknownissuer",
+        "corrupt message",
+        "invalidcontenttype",
+        "does not support tls",
+    ];
+    if UNKNOWN_HOST.iter().any(|w| said.contains(w)) {
+        Some(Incurable::UnknownHost)
+    } else if TLS.iter().any(|w| said.contains(w)) {
+        Some(Incurable::Tls)
+    } else {
+        None
+    }
+}
+
 /// Why a bounded operation did not complete.
 #[derive(Debug)]
 pub(crate) enum Failure<E> {
@@ -208,8 +268,8 @@ pub(crate) struct SharedConnection<C> {
 struct Connection<C> {
     /// The live connection and its number (the attempt that made it).
     current: Option<(u64, C)>,
-    /// The error of the last attempt, if it failed.
-    failed: Option<(crate::ErrorKind, String)>,
+    /// The error of the last attempt, if it failed: its kind, text and permanence.
+    failed: Option<(crate::ErrorKind, String, bool)>,
 }
 
 #[cfg(any(feature = "redis", feature = "postgres", feature = "mysql"))]
@@ -243,8 +303,9 @@ impl<C: Clone> SharedConnection<C> {
         state.current = None;
         let attempts = self.attempts.load(Ordering::Acquire);
         if attempts != seen {
-            if let Some((kind, message)) = &state.failed {
-                return Err(Error::new(*kind, message.clone()));
+            if let Some((kind, message, permanent)) = &state.failed {
+                let e = Error::new(*kind, message.clone());
+                return Err(e.permanent_if(*permanent));
             }
         }
         // Counted when it ends: a caller that arrives while it runs sees the count change
@@ -259,7 +320,7 @@ impl<C: Clone> SharedConnection<C> {
                 Ok((number, conn))
             }
             Err(e) => {
-                state.failed = Some((e.kind(), e.to_string()));
+                state.failed = Some((e.kind(), e.to_string(), e.is_permanent()));
                 Err(e)
             }
         }
@@ -362,6 +423,50 @@ mod tests {
         }
         // A later caller tries again rather than taking an old error.
         assert!(matches!(shared.get(|_| true, || Ok(9)), Ok((_, 9))));
+    }
+
+    /// Callers that waited for a connect that failed for good take its error as permanent
+    /// too: each start-up among them fails at once.
+    #[test]
+    fn callers_that_waited_for_a_permanent_failure_take_it_as_permanent() {
+        let shared = Arc::new(SharedConnection::new());
+        let (got, _) = callers(&shared, 16, Duration::from_millis(200), || {
+            Err(Error::store("store redis://x: connecting: WRONGPASS").permanent())
+        });
+        for r in &got {
+            assert!(r.as_ref().unwrap_err().is_permanent());
+        }
+    }
+
+    #[test]
+    fn a_name_that_does_not_exist_and_tls_on_one_side_are_incurable_a_busy_resolver_is_not() {
+        for (text, expected) in [
+            (
+                "failed to lookup address information: Name or service not known",
+                Some(Incurable::UnknownHost),
+            ),
+            (
+                "failed to lookup address information: nodename nor servname provided, or not known",
+                Some(Incurable::UnknownHost),
+            ),
+            (
+                "failed to lookup address information: Temporary failure in name resolution",
+                None,
+            ),
+            (
+                "invalid peer certificate: UnknownIssuer",
+                Some(Incurable::Tls),
+            ),
+            (
+                "received corrupt message of type InvalidContentType",
+                Some(Incurable::Tls),
+            ),
+            ("error performing TLS handshake: server does not support TLS", Some(Incurable::Tls)),
+            ("Connection refused (os error 111)", None),
+            ("Connection reset by peer (os error 104)", None),
+        ] {
+            assert_eq!(incurable(text), expected, "{text}");
+        }
     }
 
     #[test]

@@ -487,7 +487,10 @@ impl EtcdStore {
         let gateway = Arc::clone(&self.gateway);
         self.io
             .run(async move { gateway.call(path, &body).await })
-            .map_err(|f| self.io.failure(what, f))
+            .map_err(|f| {
+                let permanent = matches!(&f, Failure::Failed(e) if e.refused_for_good());
+                self.io.failure(what, f).permanent_if(permanent)
+            })
     }
 
     fn place(&self, key: &[u8]) -> String {

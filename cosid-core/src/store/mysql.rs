@@ -337,7 +337,8 @@ impl MysqlStore {
                         broken: AtomicBool::new(false),
                     })),
                     Err(Failure::Failed(ConnectError::Client(e))) => {
-                        Err(self.io.failure("connecting", Failure::Failed(message(&e))))
+                        let error = self.io.failure("connecting", Failure::Failed(message(&e)));
+                        Err(error.permanent_if(refused_for_good(&e)))
                     }
                     Err(Failure::Failed(ConnectError::Refused(why))) => Err(Error::store(
                         self.io
@@ -731,7 +732,28 @@ fn message(e: &mysql_async::Error) -> String {
             s.code, s.state, s.message
         ),
         mysql_async::Error::Server(s) => format!("ERROR {} ({}): {}", s.code, s.state, s.message),
-        other => chain_text(other),
+        other => {
+            let text = chain_text(other);
+            if super::blocking::incurable(&text) == Some(super::blocking::Incurable::UnknownHost) {
+                format!("{text}; {}", super::blocking::UNKNOWN_HOST_FIX)
+            } else {
+                text
+            }
+        }
+    }
+}
+
+/// Whether a failed connect cannot succeed by trying again: the server refused the user, the
+/// password or the database (access denied, unknown database), the host name does not exist,
+/// or TLS is on one side only or its certificate is not trusted. A refused connection, a server
+/// starting or at its connection limit, a timeout: not.
+fn refused_for_good(e: &mysql_async::Error) -> bool {
+    // ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR, ER_BAD_DB_ERROR,
+    // ER_ACCESS_DENIED_NO_PASSWORD_ERROR.
+    const REFUSED: [u16; 4] = [1044, 1045, 1049, 1698];
+    match e {
+        mysql_async::Error::Server(s) => REFUSED.contains(&s.code),
+        other => super::blocking::incurable(&chain_text(other)).is_some(),
     }
 }
 

@@ -336,8 +336,14 @@ impl PostgresStore {
         )
     }
 
-    /// The error for a connection no host gave: each host's reason, by its place in the URL.
+    /// The error for a connection no host gave: each host's reason, by its place in the URL;
+    /// permanent when no host's can be cured by trying again ([`refused_for_good`]).
     fn connect_error(&self, failures: &[(usize, ConnectError)]) -> Error {
+        let e = self.connect_error_text(failures);
+        e.permanent_if(!failures.is_empty() && failures.iter().all(|(_, e)| refused_for_good(e)))
+    }
+
+    fn connect_error_text(&self, failures: &[(usize, ConnectError)]) -> Error {
         if let [(_, ConnectError::Schema(e))] = failures {
             return Error::store(self.io.scrub(&format!("store {}: {e}", self.io.name())));
         }
@@ -516,6 +522,23 @@ enum ConnectError {
 impl From<tokio_postgres::Error> for ConnectError {
     fn from(e: tokio_postgres::Error) -> Self {
         ConnectError::Pg(e)
+    }
+}
+
+/// Whether a host's failure to connect cannot be cured by trying again: a schema newer than
+/// this build, the credentials or the user refused (SQLSTATE class 28), a database that does not
+/// exist (3D000), a host name that does not exist, TLS on one side only or a certificate not
+/// trusted. A refused connection, a server starting or shutting down, a timeout: not.
+fn refused_for_good(e: &ConnectError) -> bool {
+    match e {
+        ConnectError::Schema(_) => true,
+        ConnectError::Pg(e) => match e.as_db_error() {
+            Some(db) => {
+                let code = db.code().code();
+                code.starts_with("28") || code == "3D000"
+            }
+            None => super::blocking::incurable(&pg_message(e)).is_some(),
+        },
     }
 }
 
@@ -710,7 +733,9 @@ fn connect_message(e: &tokio_postgres::Error, config: &tokio_postgres::Config) -
             s.downcast_ref::<std::io::Error>()
                 .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
         });
-    if refused_read_only {
+    if super::blocking::incurable(&text) == Some(super::blocking::Incurable::UnknownHost) {
+        format!("{text}; {}", super::blocking::UNKNOWN_HOST_FIX)
+    } else if refused_read_only {
         format!(
             "{text}: no host of the URL accepted writes (target_session_attrs=read-write): each \
              is down or a read-only standby; during a failover this lasts until a standby is \

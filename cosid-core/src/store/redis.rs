@@ -525,9 +525,62 @@ fn client_for(info: ConnectionInfo, ca: Option<&[u8]>) -> redis::RedisResult<Cli
 /// looks like TLS on one side only or a certificate the store does not trust.
 fn connect_error(e: &RedisError, tls: bool, form: &str) -> String {
     let text = e.to_string();
-    let fix = tls_fix(&text, tls, form);
+    let mut fix = tls_fix(&text, tls, form);
+    if super::blocking::incurable(&text) == Some(super::blocking::Incurable::UnknownHost) {
+        fix = format!("; {}", super::blocking::UNKNOWN_HOST_FIX);
+    }
     // The server's words cut, so that the advice after them stays in the message.
     format!("{}{fix}", crate::bounds::quote(&text))
+}
+
+/// What a TLS connect to a port that answers Redis without TLS says.
+const PLAIN_PORT: &str = "the server speaks Redis without TLS on that port (it answered a plain \
+                          PING): use redis:// for a server without TLS, or its TLS port";
+
+/// Whether `host:port` answers a plain-text `PING` as Redis does (`+PONG`, or an error such as
+/// `-NOAUTH`): a port without TLS, which a TLS handshake waits on forever. Bounded by half a
+/// second; anything else (no connection, no answer, other bytes) is `false`.
+async fn speaks_plain_redis(host: &str, port: u16) -> bool {
+    let probe = async {
+        let tcp = tokio::net::TcpStream::connect((host, port)).await.ok()?;
+        tcp.writable().await.ok()?;
+        // Six bytes fit any socket buffer: one write sends them.
+        (tcp.try_write(b"PING\r\n").ok()? == 6).then_some(())?;
+        let mut first = [0u8; 1];
+        loop {
+            tcp.readable().await.ok()?;
+            match tcp.try_read(&mut first) {
+                Ok(1) => return Some(matches!(first[0], b'+' | b'-')),
+                Ok(_) => return None,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(_) => return None,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_millis(500), probe)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
+}
+
+/// Whether a connect that failed with `text` ([`connect_error`]'s) cannot succeed by trying
+/// again: the server refused the credentials or the database number, the host name does not
+/// exist, or TLS is on one side only or its certificate is not trusted.
+fn refused_for_good(text: &str) -> bool {
+    let said = text.to_ascii_lowercase();
+    [
+        "authentication failed",
+        "wrongpass",
+        "noauth",
+        "invalid password",
+        "invalid username-password",
+        "db index is out of range",
+        "speaks redis without tls",
+    ]
+    .iter()
+    .any(|w| said.contains(w))
+        || super::blocking::incurable(text).is_some()
 }
 
 /// What to change in a URL of the form `form` (with TLS: `tls`) whose connection failed with
@@ -862,7 +915,14 @@ impl RedisStore {
                 let shared = self.shared.clone();
                 self.io
                     .run(async move { shared.connect(timeout).await })
-                    .map_err(|f| self.io.failure(what, f))
+                    .map_err(|f| {
+                        // Through Sentinel the text is the reasons of several servers: one
+                        // that cannot be cured does not make the others so.
+                        let permanent = matches!(&f, Failure::Failed(text)
+                            if matches!(self.shared.target, Target::Direct(_))
+                                && refused_for_good(text));
+                        self.io.failure(what, f).permanent_if(permanent)
+                    })
             },
         )
     }
@@ -895,7 +955,15 @@ impl RedisStore {
                     };
                     cluster.run(request, timeout).await
                 })
-                .map_err(|f| self.io.failure(what, f))?
+                .map_err(|f| {
+                    // The credentials and TLS are the whole cluster's, so a node that refuses
+                    // them speaks for all; a node's name that does not resolve does not.
+                    let permanent = matches!(&f, Failure::Failed(text)
+                        if refused_for_good(text)
+                            && super::blocking::incurable(text)
+                                != Some(super::blocking::Incurable::UnknownHost));
+                    self.io.failure(what, f).permanent_if(permanent)
+                })?
         } else {
             self.call_one_server(what, script, replicas, keys, args)?
         };
@@ -1177,14 +1245,35 @@ impl Shared {
             .set_response_timeout(Some(timeout));
         let (sentinels, master, scheme, userinfo, db, ca) = match &self.target {
             Target::Direct(client) => {
-                let tls = matches!(
-                    client.get_connection_info().addr(),
-                    redis::ConnectionAddr::TcpTls { .. }
-                );
-                return client
+                let plain_probe = match client.get_connection_info().addr() {
+                    redis::ConnectionAddr::TcpTls { host, port, .. } => Some((host.clone(), *port)),
+                    _ => None,
+                };
+                let tls = plain_probe.is_some();
+                // With TLS, a quarter of the bound is kept for asking a handshake that got no
+                // answer whether the port speaks Redis without TLS.
+                let config = if tls {
+                    config.set_connection_timeout(Some(timeout.mul_f64(0.75)))
+                } else {
+                    config
+                };
+                return match client
                     .get_multiplexed_async_connection_with_config(&config)
                     .await
-                    .map_err(|e| connect_error(&e, tls, "redis://"));
+                {
+                    Ok(conn) => Ok(conn),
+                    Err(e) => match plain_probe {
+                        Some((host, port))
+                            if e.is_timeout() && speaks_plain_redis(&host, port).await =>
+                        {
+                            Err(format!(
+                                "{}; {PLAIN_PORT}",
+                                crate::bounds::quote(&e.to_string())
+                            ))
+                        }
+                        _ => Err(connect_error(&e, tls, "redis://")),
+                    },
+                };
             }
             Target::Sentinel {
                 sentinels,

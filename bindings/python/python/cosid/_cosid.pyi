@@ -138,8 +138,8 @@ class Event:
     @property
     def kind(self) -> str:
         """A stable snake_case name: slot_acquired, slot_lost, duplicate_owner_key, clock_skew,
-        renewal_failed, store_reset, acquire_failed, slot_released or window_ahead (later versions may
-        add more)."""
+        renewal_failed, store_reset, acquire_failed, slot_released, window_ahead or store_unavailable
+        (later versions may add more)."""
 
     @property
     def message(self) -> str:
@@ -147,7 +147,7 @@ class Event:
 
     @property
     def slot(self) -> Optional[int]:
-        """The slot concerned (every kind but clock_skew and acquire_failed)."""
+        """The slot concerned (every kind but clock_skew, acquire_failed and store_unavailable)."""
 
     @property
     def fence(self) -> Optional[int]:
@@ -172,7 +172,7 @@ class Event:
 
     @property
     def attempt(self) -> Optional[int]:
-        """renewal_failed: consecutive failures so far (1 the first time)."""
+        """renewal_failed, store_unavailable: consecutive failures so far (1 the first time)."""
 
     @property
     def reason(self) -> Optional[str]:
@@ -180,11 +180,19 @@ class Event:
 
     @property
     def error(self) -> Optional[str]:
-        """renewal_failed, acquire_failed: the error."""
+        """renewal_failed, acquire_failed, store_unavailable: the error."""
 
     @property
     def key(self) -> Optional[str]:
         """duplicate_owner_key: the owner key that two live runtimes hold."""
+
+    @property
+    def waited_ms(self) -> Optional[int]:
+        """store_unavailable: how long the start has waited so far, ms."""
+
+    @property
+    def timeout_ms(self) -> Optional[int]:
+        """store_unavailable: how long the start waits at most (acquire-timeout), ms."""
 
 @final
 class Generator:

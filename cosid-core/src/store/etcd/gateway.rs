@@ -81,6 +81,30 @@ pub(super) enum CallError {
     },
 }
 
+/// How [`Gateway::connect`]'s error begins; the reason of each member follows, `; ` apart.
+const CANNOT_CONNECT: &str = "cannot connect: ";
+
+impl CallError {
+    /// Whether trying again cannot cure the error: the server refused the URL's user or
+    /// password, or no member could be connected for a reason that lasts (its host name does
+    /// not exist, TLS on one side only, a certificate the store does not trust).
+    pub(super) fn refused_for_good(&self) -> bool {
+        match self {
+            CallError::Server { message, .. } => {
+                message.starts_with(AUTHENTICATING) && message.contains("authentication failed")
+            }
+            CallError::Io(text) => text.strip_prefix(CANNOT_CONNECT).is_some_and(|members| {
+                members
+                    .split("; ")
+                    .all(|m| crate::store::blocking::incurable(m).is_some())
+            }),
+        }
+    }
+}
+
+/// How an error of authenticating as the URL's user begins.
+const AUTHENTICATING: &str = "authenticating as the URL's user: ";
+
 impl fmt::Display for CallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -207,7 +231,7 @@ impl Gateway {
                 } => CallError::Server {
                     status,
                     code,
-                    message: format!("authenticating as the URL's user: {message}"),
+                    message: format!("{AUTHENTICATING}{message}"),
                 },
                 io => io,
             })?;
@@ -311,7 +335,15 @@ impl Gateway {
                         idle_since: Instant::now(),
                     });
                 }
-                Ok(Err(e)) => errors.push(format!("{}: {e}", ep.authority())),
+                Ok(Err(e)) => {
+                    let fix = match crate::store::blocking::incurable(&e) {
+                        Some(crate::store::blocking::Incurable::UnknownHost) => {
+                            format!(" ({})", crate::store::blocking::UNKNOWN_HOST_FIX)
+                        }
+                        _ => String::new(),
+                    };
+                    errors.push(format!("{}: {e}{fix}", ep.authority()))
+                }
                 Err(_) => errors.push(format!(
                     "{}: no connection within {} ms",
                     ep.authority(),
@@ -320,7 +352,7 @@ impl Gateway {
             }
         }
         Err(CallError::Io(format!(
-            "cannot connect: {}",
+            "{CANNOT_CONNECT}{}",
             errors.join("; ")
         )))
     }
