@@ -49,6 +49,8 @@
 
 #[path = "redis_cluster.rs"]
 mod cluster;
+#[path = "redis_reply.rs"]
+mod reply;
 
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
 use super::{
@@ -327,6 +329,10 @@ struct Shared {
     wait_timeout_ms: u64,
     /// `?restart-guard=` (on by default): report when the server started.
     restart_guard: bool,
+    /// `?cacert=`: the CA that verifies the server (TLS).
+    ca: Option<Arc<[u8]>>,
+    /// The bound on every reply of this store's connections.
+    replies: Arc<reply::ReplyLimit>,
 }
 
 /// Where the store connects.
@@ -821,7 +827,6 @@ impl RedisStore {
         Ok(Arc::new(RedisStore {
             io,
             shared: Arc::new(Shared {
-                target,
                 scripts: Scripts {
                     snapshot: Script::new(SNAPSHOT),
                     candidates: Script::new(&format!("{INDEX}{CANDIDATES}")),
@@ -833,6 +838,12 @@ impl RedisStore {
                 replicas,
                 wait_timeout_ms,
                 restart_guard,
+                replies: match &target {
+                    Target::Cluster(cluster) => cluster.replies.clone(),
+                    _ => Arc::default(),
+                },
+                target,
+                ca,
             }),
             conn: SharedConnection::new(),
         }))
@@ -1166,10 +1177,16 @@ impl Shared {
                     client.get_connection_info().addr(),
                     redis::ConnectionAddr::TcpTls { .. }
                 );
-                return client
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await
-                    .map_err(|e| connect_error(&e, tls, "redis://"));
+                let ca = self.ca.as_deref();
+                return reply::connect(
+                    client.get_connection_info(),
+                    ca,
+                    &config,
+                    timeout,
+                    &self.replies,
+                )
+                .await
+                .map_err(|e| connect_error(&e, tls, "redis://"));
             }
             Target::Sentinel {
                 sentinels,
@@ -1198,9 +1215,7 @@ impl Shared {
             let step = async {
                 let asked = format!("sentinel {addr}");
                 let tls = *scheme == "rediss";
-                let mut sc = client_for(sentinel.clone(), ca)
-                    .map_err(|e| format!("{asked}: {e}"))?
-                    .get_multiplexed_async_connection_with_config(&config)
+                let mut sc = reply::connect(sentinel, ca, &config, timeout, &self.replies)
                     .await
                     .map_err(|e| {
                         format!("{asked}: {}", connect_error(&e, tls, "redis+sentinel://"))
@@ -1220,9 +1235,7 @@ impl Shared {
                 let info = master_url(scheme, userinfo, &host, port, *db)
                     .into_connection_info()
                     .map_err(|e| format!("{node}: {}", scrub_kind(&e)))?;
-                let mut conn = client_for(info, ca)
-                    .map_err(|e| format!("{node}: {e}"))?
-                    .get_multiplexed_async_connection_with_config(&config)
+                let mut conn = reply::connect(&info, ca, &config, timeout, &self.replies)
                     .await
                     .map_err(|e| {
                         format!("{node}: {}", connect_error(&e, tls, "redis+sentinel://"))
@@ -1295,6 +1308,7 @@ impl SlotStore for RedisStore {
     fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
         let what = "reading a namespace snapshot";
         let k = keys(namespace);
+        let _listing = self.shared.replies.listing();
         let reply = self.call(
             what,
             |s| &s.snapshot,
@@ -1315,6 +1329,7 @@ impl SlotStore for RedisStore {
     fn candidates(&self, namespace: &str, ask: &CandidateAsk<'_>) -> Result<CandidateView> {
         let what = "reading the candidate slots";
         let k = keys(namespace);
+        let _listing = self.shared.replies.listing();
         let reply = self.call(
             what,
             |s| &s.candidates,
