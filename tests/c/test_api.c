@@ -894,7 +894,8 @@ static void on_sigint(int sig) {
 
 static void *sigint_soon(void *arg) {
   (void)arg;
-  usleep(200 * 1000); /* let the call start waiting; a signal before that ends it all the same */
+  /* Let the call start waiting; a signal before that ends it all the same. */
+  nanosleep(&(struct timespec){.tv_nsec = 200 * 1000 * 1000}, NULL);
   kill(getpid(), SIGINT);
   return NULL;
 }
