@@ -59,6 +59,12 @@ pub const MAX_REDIS_REPLY_BYTES: usize = 1 << 20;
 /// that reads every record) on Redis.
 pub const MAX_REDIS_SNAPSHOT_REPLY_BYTES: usize = 256 << 20;
 
+/// The largest packet the MySQL/MariaDB client reads (mysql_async's client-side
+/// `max_allowed_packet`; set, so that the server's own value, up to 1 GiB, does not become the
+/// client's): a row of cosid's tables is a few KB. 16 MiB, the protocol's largest chunk, so a
+/// statement is never split differently from the protocol's own rule.
+pub const MAX_MYSQL_PACKET_BYTES: usize = 16 << 20;
+
 /// `text` for a message: on one line (newlines, tabs, controls and the characters of
 /// [`is_dangerous`] written as escapes, so none acts on a terminal) and cut after
 /// [`MAX_QUOTE_CHARS`] characters with `… (N bytes in all)`. Never for a text that may hold a
