@@ -160,6 +160,12 @@ enum cosid_status
    * every core error kind has its own code, so this is never returned by a released build.
    */
   COSID_ERR_INTERNAL = 103,
+  /**
+   * The call waited (building a runtime: the start-up acquisition and its store calls; an id
+   * call waiting for its window or the next tick) and `cosid_interrupt` ended the wait. Nothing
+   * was issued or is held for it. Every such wait ends so until `cosid_interrupt_clear`.
+   */
+  COSID_ERR_INTERRUPTED = 104,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -818,6 +824,24 @@ cosid_status cosid_runtime_set_event_callback(struct cosid_runtime *rt,
  * Thread-safe.
  */
 const char *cosid_event_kind_name(uint32_t kind);
+
+/**
+ * Ends every cosid wait of the process within 100 ms, now and until `cosid_interrupt_clear`:
+ * `cosid_runtime_new` waiting for a slot (its acquisition, back-off and store calls) and an id
+ * call waiting for its window or the next tick (`max-wait`) return `COSID_ERR_INTERRUPTED`.
+ * The keeper's renewals and `cosid_runtime_close`'s release are not cut short; calls that do
+ * not wait are not affected.
+ *
+ * Async-signal-safe (one atomic store): call it from a `SIGINT` handler, then, outside the
+ * handler, close and free what you built and call `cosid_interrupt_clear` before waiting again.
+ * Process-wide: it ends the waits of every runtime and thread.
+ */
+void cosid_interrupt(void);
+
+/**
+ * Withdraws `cosid_interrupt`: later waits wait again. Async-signal-safe. Thread-safe.
+ */
+void cosid_interrupt_clear(void);
 
 #ifdef __cplusplus
 }  // extern "C"

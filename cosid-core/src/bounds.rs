@@ -46,6 +46,25 @@ pub const MAX_QUOTE_CHARS: usize = 200;
 /// cosid's own advice after them) one message holds.
 pub const MAX_DETAIL_CHARS: usize = 1000;
 
+/// The largest reply cosid reads from a Redis server (a plain server, a sentinel, a cluster
+/// node) for any request but the two that list a namespace's records: those answer one record
+/// (a few KB at most: an owner key of [`MAX_OWNER_KEY_BYTES`], percent-encoded), a number, or a
+/// short status.
+pub const MAX_REDIS_REPLY_BYTES: usize = 1 << 20;
+
+/// The largest reply cosid reads from a Redis server while a snapshot or the candidate view of
+/// a namespace is in flight: the records of a full namespace of 2^20 slots (the most a layout
+/// has) at 256 bytes a record, the size of one whose owner keys are some 40 bytes long. A
+/// namespace whose records together are larger cannot be listed (`cosid slots`, an acquisition
+/// that reads every record) on Redis.
+pub const MAX_REDIS_SNAPSHOT_REPLY_BYTES: usize = 256 << 20;
+
+/// The largest packet the MySQL/MariaDB client reads (mysql_async's client-side
+/// `max_allowed_packet`; set, so that the server's own value, up to 1 GiB, does not become the
+/// client's): a row of cosid's tables is a few KB. 16 MiB, the protocol's largest chunk, so a
+/// statement is never split differently from the protocol's own rule.
+pub const MAX_MYSQL_PACKET_BYTES: usize = 16 << 20;
+
 /// `text` for a message: on one line (newlines, tabs, controls and the characters of
 /// [`is_dangerous`] written as escapes, so none acts on a terminal) and cut after
 /// [`MAX_QUOTE_CHARS`] characters with `… (N bytes in all)`. Never for a text that may hold a

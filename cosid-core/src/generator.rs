@@ -491,6 +491,10 @@ impl Generator {
                         self.waits.fetch_add(1, Ordering::Relaxed);
                         counted = true;
                     }
+                    // Every id wait is its caller's: an interrupt ends it.
+                    if crate::interrupt::requested() {
+                        return Err(crate::interrupt::error("waiting for an id"));
+                    }
                     let now = self.clock.monotonic();
                     if now >= deadline {
                         return Err(self.wait_error(reason));

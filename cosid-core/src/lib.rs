@@ -74,6 +74,7 @@ pub mod convert;
 pub mod error;
 pub mod fork;
 pub mod generator;
+pub mod interrupt;
 pub mod layout;
 pub mod lease;
 // Used by the network stores' URL and record parsers only.

@@ -388,7 +388,12 @@ fn wait_for_a_restart_guard(
         return;
     }
     let deadline = clock.monotonic() + longest;
-    while window.read().floor >= clock.now_ms() && clock.monotonic() < deadline {
+    // An interrupt ends this wait; the first id call then waits (and is interrupted) itself.
+    let _interruptible = crate::interrupt::section();
+    while window.read().floor >= clock.now_ms()
+        && clock.monotonic() < deadline
+        && !crate::interrupt::stops_here()
+    {
         let left = window.read().floor.saturating_sub(clock.now_ms()) + 1;
         clock.sleep(Duration::from_millis(left.clamp(1, 50) as u64));
     }

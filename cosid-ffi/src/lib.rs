@@ -35,6 +35,7 @@ mod text;
 mod events;
 
 mod boundary;
+mod interrupt;
 
 pub use convert::{
     cosid_id_from_base62, cosid_id_parts, cosid_id_to_base62, cosid_layout, cosid_layout_parse,
@@ -49,6 +50,7 @@ pub use generator::{
     cosid_generator, cosid_generator_free, cosid_generator_get, cosid_generator_next,
     cosid_generator_next_batch,
 };
+pub use interrupt::{cosid_interrupt, cosid_interrupt_clear};
 pub use runtime::{
     cosid_next, cosid_next_batch, cosid_runtime, cosid_runtime_close, cosid_runtime_free,
     cosid_runtime_new, cosid_runtime_new_with_callback, cosid_runtime_stats, cosid_stats,

@@ -59,12 +59,16 @@ pub enum cosid_status {
     /// An error of the core that this build of the C API has no code for. A test checks that
     /// every core error kind has its own code, so this is never returned by a released build.
     COSID_ERR_INTERNAL = 103,
+    /// The call waited (building a runtime: the start-up acquisition and its store calls; an id
+    /// call waiting for its window or the next tick) and `cosid_interrupt` ended the wait. Nothing
+    /// was issued or is held for it. Every such wait ends so until `cosid_interrupt_clear`.
+    COSID_ERR_INTERRUPTED = 104,
 }
 
 impl cosid_status {
     /// Every status, in value order.
     #[cfg(test)]
-    pub(crate) const ALL: [cosid_status; 17] = [
+    pub(crate) const ALL: [cosid_status; 18] = [
         cosid_status::COSID_OK,
         cosid_status::COSID_ERR_CONFIG,
         cosid_status::COSID_ERR_STORE,
@@ -82,6 +86,7 @@ impl cosid_status {
         cosid_status::COSID_ERR_BUFFER_TOO_SMALL,
         cosid_status::COSID_ERR_PANIC,
         cosid_status::COSID_ERR_INTERNAL,
+        cosid_status::COSID_ERR_INTERRUPTED,
     ];
 
     /// The code of a core error kind: the kind's discriminant, one code per kind.
@@ -115,6 +120,7 @@ impl cosid_status {
             101 => c"COSID_ERR_BUFFER_TOO_SMALL",
             102 => c"COSID_ERR_PANIC",
             103 => c"COSID_ERR_INTERNAL",
+            104 => c"COSID_ERR_INTERRUPTED",
             _ => {
                 let names = KIND_NAMES.get_or_init(|| {
                     // The names of the kinds this build has a code for, by value.
@@ -194,6 +200,9 @@ pub(crate) fn set_last_error(function: &str, message: &str) {
 /// Records a core error and returns its status.
 pub(crate) fn fail(function: &str, error: &Error) -> cosid_status {
     set_last_error(function, &error.to_string());
+    if cosid_core::interrupt::is_interrupted(error) {
+        return cosid_status::COSID_ERR_INTERRUPTED;
+    }
     cosid_status::of_kind(error.kind())
 }
 
@@ -298,7 +307,7 @@ mod tests {
             assert_eq!(name, format!("{s:?}"), "the name is the enumerator");
             assert!(names.insert(name));
         }
-        for unknown in [13u32, 99, 104, u32::MAX] {
+        for unknown in [13u32, 99, 105, u32::MAX] {
             // SAFETY: as above.
             let name = unsafe { CStr::from_ptr(cosid_status_name(unknown)) };
             assert_eq!(name.to_str().unwrap(), "COSID_UNKNOWN_STATUS");

@@ -163,7 +163,10 @@ impl LeaseKeeper {
         let started = keeper.clock.monotonic();
         let deadline = started + keeper.config.acquire_timeout;
         let mut attempt = 0;
+        // The start-up acquisition is the caller's wait: an interrupt ends it.
+        let _interruptible = crate::interrupt::section();
         loop {
+            crate::interrupt::check("acquiring a slot")?;
             let mut pending = Pending::new();
             let result = {
                 let turn = keeper.turn();
@@ -173,6 +176,9 @@ impl LeaseKeeper {
                 keeper.acquire(&turn, &mut pending)
             };
             keeper.deliver(pending);
+            if result.is_err() {
+                crate::interrupt::check("acquiring a slot")?;
+            }
             match result {
                 Ok(()) => return Ok(keeper),
                 Err(e) if is_transient(&e) => {
@@ -206,9 +212,11 @@ impl LeaseKeeper {
                             error: e.to_string(),
                         }
                     });
-                    keeper
-                        .clock
-                        .sleep(keeper.config.backoff(attempt).min(deadline - now));
+                    crate::interrupt::sleep(
+                        &*keeper.clock,
+                        keeper.config.backoff(attempt).min(deadline - now),
+                        "acquiring a slot",
+                    )?;
                 }
                 Err(e) => return Err(e),
             }

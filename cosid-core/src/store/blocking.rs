@@ -160,9 +160,17 @@ impl IoRuntime {
         });
         // The task answers within `timeout`; the wait is bounded too, so that even a wedged IO
         // thread cannot hang the caller.
-        match rx.recv_timeout(timeout.saturating_mul(2) + Duration::from_secs(1)) {
-            Ok(out) => out,
-            Err(_) => Err(Failure::TimedOut),
+        // A caller in an interruptible section gives up on an interrupt (the task finishes on
+        // the IO thread; its outcome is unknown, as after a timeout).
+        let end = std::time::Instant::now() + timeout.saturating_mul(2) + Duration::from_secs(1);
+        loop {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left.min(crate::interrupt::POLL)) {
+                Ok(out) => return out,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                    if !left.is_zero() && !crate::interrupt::stops_here() => {}
+                Err(_) => return Err(Failure::TimedOut),
+            }
         }
     }
 

@@ -309,7 +309,10 @@ impl MysqlStore {
             .prefer_socket(false)
             .tcp_nodelay(true)
             .client_found_rows(client_found_rows)
-            .stmt_cache_size(16);
+            .stmt_cache_size(16)
+            // The client's own bound on a packet: without it the client takes the server's
+            // `@@max_allowed_packet` (up to 1 GiB), so the server would pick the bound.
+            .max_allowed_packet(Some(crate::bounds::MAX_MYSQL_PACKET_BYTES));
         if p.ssl_mode != SslMode::Disabled {
             builder = builder.ssl_opts(ssl_opts(&p, &name)?);
         }
@@ -1120,6 +1123,16 @@ mod tests {
 
     fn parsed(url: &str) -> Result<Parsed> {
         parse(url, "n")
+    }
+
+    #[test]
+    fn the_packet_bound_is_the_clients_not_the_servers() {
+        let url = StoreUrl::parse("mysql://app:pw@db.example:3307/ids").unwrap();
+        let store = MysqlStore::open(&url).unwrap();
+        assert_eq!(
+            store.opts.max_allowed_packet(),
+            Some(crate::bounds::MAX_MYSQL_PACKET_BYTES)
+        );
     }
 
     #[test]

@@ -49,6 +49,8 @@
 
 #[path = "redis_cluster.rs"]
 mod cluster;
+#[path = "redis_reply.rs"]
+mod reply;
 
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
 use super::{
@@ -341,6 +343,10 @@ struct Shared {
     wait_timeout_ms: u64,
     /// `?restart-guard=` (on by default): report when the server started.
     restart_guard: bool,
+    /// `?cacert=`: the CA that verifies the server (TLS).
+    ca: Option<Arc<[u8]>>,
+    /// The bound on every reply of this store's connections.
+    replies: Arc<reply::ReplyLimit>,
 }
 
 /// Where the store connects.
@@ -888,7 +894,6 @@ impl RedisStore {
         Ok(Arc::new(RedisStore {
             io,
             shared: Arc::new(Shared {
-                target,
                 scripts: Scripts {
                     snapshot: Script::new(SNAPSHOT),
                     candidates: Script::new(&format!("{INDEX}{CANDIDATES}")),
@@ -901,6 +906,12 @@ impl RedisStore {
                 replicas,
                 wait_timeout_ms,
                 restart_guard,
+                replies: match &target {
+                    Target::Cluster(cluster) => cluster.replies.clone(),
+                    _ => Arc::default(),
+                },
+                target,
+                ca,
             }),
             conn: SharedConnection::new(),
         }))
@@ -1252,14 +1263,17 @@ impl Shared {
                 let tls = plain_probe.is_some();
                 // With TLS, a quarter of the bound is kept for asking a handshake that got no
                 // answer whether the port speaks Redis without TLS.
-                let config = if tls {
-                    config.set_connection_timeout(Some(timeout.mul_f64(0.75)))
-                } else {
-                    config
-                };
-                return match client
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await
+                let open_within = if tls { timeout.mul_f64(0.75) } else { timeout };
+                let config = config.set_connection_timeout(Some(open_within));
+                let ca = self.ca.as_deref();
+                return match reply::connect(
+                    client.get_connection_info(),
+                    ca,
+                    &config,
+                    open_within,
+                    &self.replies,
+                )
+                .await
                 {
                     Ok(conn) => Ok(conn),
                     Err(e) => match plain_probe {
@@ -1302,9 +1316,7 @@ impl Shared {
             let step = async {
                 let asked = format!("sentinel {addr}");
                 let tls = *scheme == "rediss";
-                let mut sc = client_for(sentinel.clone(), ca)
-                    .map_err(|e| format!("{asked}: {e}"))?
-                    .get_multiplexed_async_connection_with_config(&config)
+                let mut sc = reply::connect(sentinel, ca, &config, timeout, &self.replies)
                     .await
                     .map_err(|e| {
                         format!("{asked}: {}", connect_error(&e, tls, "redis+sentinel://"))
@@ -1324,9 +1336,7 @@ impl Shared {
                 let info = master_url(scheme, userinfo, &host, port, *db)
                     .into_connection_info()
                     .map_err(|e| format!("{node}: {}", scrub_kind(&e)))?;
-                let mut conn = client_for(info, ca)
-                    .map_err(|e| format!("{node}: {e}"))?
-                    .get_multiplexed_async_connection_with_config(&config)
+                let mut conn = reply::connect(&info, ca, &config, timeout, &self.replies)
                     .await
                     .map_err(|e| {
                         format!("{node}: {}", connect_error(&e, tls, "redis+sentinel://"))
@@ -1399,6 +1409,7 @@ impl SlotStore for RedisStore {
     fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
         let what = "reading a namespace snapshot";
         let k = keys(namespace);
+        let _listing = self.shared.replies.listing();
         let reply = self.call(
             what,
             |s| &s.snapshot,
@@ -1419,6 +1430,7 @@ impl SlotStore for RedisStore {
     fn candidates(&self, namespace: &str, ask: &CandidateAsk<'_>) -> Result<CandidateView> {
         let what = "reading the candidate slots";
         let k = keys(namespace);
+        let _listing = self.shared.replies.listing();
         let reply = self.call(
             what,
             |s| &s.candidates,

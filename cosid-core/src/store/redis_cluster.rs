@@ -35,7 +35,7 @@
 //! primary of the namespace's shard (or, during a migration, the importing node that now holds
 //! the keys), so it counts the replicas of that shard.
 
-use super::{client_for, connect_error, master_url, scrub_kind, shown, tls_fix, Parts, OURS};
+use super::{connect_error, master_url, scrub_kind, shown, tls_fix, Parts, OURS};
 use crate::error::{Error, Result};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, IntoConnectionInfo, Script, ServerErrorKind, Value};
@@ -72,6 +72,8 @@ pub(super) struct Cluster {
     /// Held while connecting, so callers that arrive at once open one connection per node
     /// between them, not one each.
     connecting: tokio::sync::Mutex<()>,
+    /// The bound on every reply of the cluster's connections.
+    pub(super) replies: Arc<super::reply::ReplyLimit>,
 }
 
 #[derive(Default)]
@@ -174,6 +176,7 @@ pub(super) fn cluster_target(
         ca,
         routes: Mutex::new(Routes::default()),
         connecting: tokio::sync::Mutex::new(()),
+        replies: Arc::default(),
     };
     Ok((cluster, info))
 }
@@ -441,16 +444,15 @@ impl Cluster {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(Some(timeout));
-        let conn = client_for(info, self.ca.as_deref())
-            .map_err(|e| format!("{node}: {e}"))?
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
-            .map_err(|e| {
-                format!(
-                    "{node}: {}",
-                    connect_error(&e, self.scheme == "rediss", "redis+cluster://")
-                )
-            })?;
+        let conn =
+            super::reply::connect(&info, self.ca.as_deref(), &config, timeout, &self.replies)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "{node}: {}",
+                        connect_error(&e, self.scheme == "rediss", "redis+cluster://")
+                    )
+                })?;
         self.lock()
             .connections
             .insert(addr.to_string(), conn.clone());
