@@ -1,7 +1,7 @@
 """Types of the native module cosid._cosid (checked against it by mypy.stubtest)."""
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Final, Literal, Optional, Union, final
 
@@ -198,6 +198,18 @@ class Generator:
         """Like ``Runtime.next_into``: all or nothing, the buffer is left as it was on an error."""
 
     def next_str(self) -> str: ...
+    def next_async(self) -> Coroutine[Any, Any, int]:
+        """Like ``Runtime.next_async``."""
+
+    def next_batch_async(self, n: int) -> Coroutine[Any, Any, list[int]]:
+        """Like ``Runtime.next_batch_async``."""
+
+    def next_into_async(self, buffer: Any) -> Coroutine[Any, Any, int]:
+        """Like ``Runtime.next_into_async``."""
+
+    def next_str_async(self) -> Coroutine[Any, Any, str]:
+        """Like ``Runtime.next_str_async``."""
+
     @property
     def name(self) -> str: ...
 
@@ -247,6 +259,24 @@ class Runtime:
 
     def next_str(self) -> str:
         """One id as 11 base-62 characters (sorting the strings sorts the ids)."""
+
+    def next_async(self) -> Coroutine[Any, Any, int]:
+        """Awaits one id. Nothing runs until it is awaited; then an id available at once is
+        returned at once (no thread, no future); a wait (the next millisecond, a window being
+        renewed, up to ``max-wait``) runs off the event loop, which keeps running other tasks.
+        Errors are raised at the ``await``, with the classes of ``next()``. Cancelling the
+        awaiting task drops the ids issued for it (skipped, never reissued)."""
+
+    def next_batch_async(self, n: int) -> Coroutine[Any, Any, list[int]]:
+        """Awaits ``n`` ids, as ``next_batch`` (all or nothing), waiting off the event loop."""
+
+    def next_into_async(self, buffer: Any) -> Coroutine[Any, Any, int]:
+        """Awaits ids filling ``buffer``, as ``next_into`` (all or nothing), waiting off the
+        event loop; the buffer is written on the loop's thread when the await returns: do not
+        resize it meanwhile."""
+
+    def next_str_async(self) -> Coroutine[Any, Any, str]:
+        """Awaits one id as 11 base-62 characters, as ``next_str``."""
 
     def parse(self, id: Union[int, str]) -> IdParts:
         """An id (an int, or the base-62 text of ``next_str``) taken apart with this layout."""
