@@ -1,13 +1,13 @@
-//! The `..._async` id methods: awaitables for asyncio that never wait on the event loop.
+//! The `..._async` id methods: coroutines for asyncio that never wait on the event loop.
 //!
-//! An awaitable does nothing until it is first awaited, like a coroutine. Then comes the fast
-//! path: the core's non-blocking `try_next` / `try_reserve` on the loop's thread, and the value
-//! at once, with no future, no thread hop and no loop call. Only when the core says "wait" (the
-//! next time unit, a window being renewed, no slot yet) does the request go to its generator's
-//! waiting thread ([`Waiter`]: one per generator, serving its queue in order), which waits in the
-//! core (up to `max-wait`) without the GIL and settles an asyncio future on the loop's thread
-//! with `loop.call_soon_threadsafe`; the awaitable awaits that future, so the loop runs other
-//! tasks meanwhile. Errors arrive at the `await`, as the same exception classes as the
+//! The fast path runs at the call, on the loop's thread: the core's non-blocking `try_next` /
+//! `try_reserve`, and the ids in a coroutine that only returns them (`cosid._aio.ready`): no
+//! future, no thread, no loop call. Only when the core says "wait" (the next time unit, a window
+//! being renewed, no slot yet) is the request handed, when the coroutine is first awaited
+//! (`cosid._aio.waiting`), to its generator's waiting thread ([`Waiter`]: one per generator,
+//! serving its queue in order), which waits in the core (up to `max-wait`) without the GIL and
+//! settles an asyncio future on the loop's thread with `loop.call_soon_threadsafe`; the loop runs
+//! other tasks meanwhile. Errors arrive at the `await`, as the same exception classes as the
 //! synchronous methods'.
 //!
 //! Cancelling the awaiting task cancels the future: a request whose future is done before its
@@ -17,241 +17,161 @@
 use crate::buffer::U64Buffer;
 use crate::{errors, issue};
 use cosid_core::{Error, Generator, Reservation, TryNext};
-use pyo3::exceptions::{PyRuntimeError, PyStopIteration};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyString};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-/// What an awaitable asks for.
+/// What a call asks for.
 enum Job {
     One { text: bool },
-    Batch(usize),
+    Batch,
     Into(Py<PyAny>),
 }
 
-enum State {
-    /// Not awaited yet.
-    Start {
-        g: Arc<Generator>,
-        waiter: Arc<Waiter>,
-        job: Job,
-    },
-    /// An error to raise at the first `await` (a bad argument).
-    Failed(PyErr),
-    /// Awaiting the future the waiting thread settles (`it` is its `__await__` iterator).
-    Waiting { fut: Py<PyAny>, it: Py<PyAny> },
-    Done,
+/// `cosid._aio`'s `ready`, `failed` and `waiting`.
+static COROUTINES: PyOnceLock<[Py<PyAny>; 3]> = PyOnceLock::new();
+
+fn coroutine<'py>(py: Python<'py>, which: usize, arg: Py<PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let fs = COROUTINES.get_or_try_init(py, || -> PyResult<_> {
+        let m = py.import("cosid._aio")?;
+        Ok([
+            m.getattr("ready")?.unbind(),
+            m.getattr("failed")?.unbind(),
+            m.getattr("waiting")?.unbind(),
+        ])
+    })?;
+    fs[which].bind(py).call1((arg,))
 }
 
-/// The awaitable every `..._async` method returns. A coroutine as far as `asyncio` is
-/// concerned (`__await__`, `send`, `throw`, `close`): `await` it, or pass it to
-/// `asyncio.create_task`, `gather`, `wait_for` or `run`.
-#[pyclass(module = "cosid._cosid", name = "IdAwaitable")]
-pub(crate) struct IdAwaitable {
-    state: State,
+fn ready(py: Python<'_>, value: Py<PyAny>) -> PyResult<Bound<'_, PyAny>> {
+    coroutine(py, 0, value)
 }
 
-impl IdAwaitable {
-    fn new(g: &Arc<Generator>, waiter: &Arc<Waiter>, job: Job) -> Self {
-        IdAwaitable {
-            state: State::Start {
-                g: g.clone(),
-                waiter: waiter.clone(),
-                job,
-            },
-        }
-    }
+fn failed(py: Python<'_>, error: PyErr) -> PyResult<Bound<'_, PyAny>> {
+    coroutine(py, 1, error.into_value(py).into_any())
+}
+
+/// A coroutine that hands `request` to the waiting thread when first awaited.
+fn waiting<'py>(
+    py: Python<'py>,
+    g: &Arc<Generator>,
+    waiter: &Arc<Waiter>,
+    request: Request,
+) -> PyResult<Bound<'py, PyAny>> {
+    let start = Start(Mutex::new(Some((g.clone(), waiter.clone(), request))));
+    coroutine(py, 2, Py::new(py, start)?.into_any())
 }
 
 /// `g.next_async()` (`text`: `next_str_async()`).
-pub(crate) fn one(g: &Arc<Generator>, waiter: &Arc<Waiter>, text: bool) -> IdAwaitable {
-    IdAwaitable::new(g, waiter, Job::One { text })
-}
-
-/// `g.next_batch_async(n)`: `n` is checked now, its error raised at the `await`.
-pub(crate) fn batch(
-    py: Python<'_>,
+pub(crate) fn one<'py>(
+    py: Python<'py>,
     g: &Arc<Generator>,
     waiter: &Arc<Waiter>,
-    n: &Bound<'_, PyAny>,
-) -> IdAwaitable {
+    text: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    match g.try_next() {
+        Ok(TryNext::Ready(id)) => ready(py, one_value(py, id, text)?),
+        Ok(TryNext::Wait { .. }) => waiting(py, g, waiter, Request::new(Job::One { text }, 1)),
+        Err(e) => failed(py, errors::to_py(py, e)),
+    }
+}
+
+/// `g.next_batch_async(n)`.
+pub(crate) fn batch<'py>(
+    py: Python<'py>,
+    g: &Arc<Generator>,
+    waiter: &Arc<Waiter>,
+    n: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
     match issue::batch_size(py, n) {
-        Ok(n) => IdAwaitable::new(g, waiter, Job::Batch(n)),
-        Err(e) => IdAwaitable {
-            state: State::Failed(e),
-        },
+        Ok(n) => many(py, g, waiter, Job::Batch, n),
+        Err(e) => failed(py, e),
     }
 }
 
 /// `g.next_into_async(buffer)`.
-pub(crate) fn into_buffer(
+pub(crate) fn into_buffer<'py>(
+    py: Python<'py>,
     g: &Arc<Generator>,
     waiter: &Arc<Waiter>,
-    buffer: &Bound<'_, PyAny>,
-) -> IdAwaitable {
-    IdAwaitable::new(g, waiter, Job::Into(buffer.clone().unbind()))
+    buffer: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    match U64Buffer::get(buffer) {
+        Ok(buf) => {
+            let n = buf.len();
+            drop(buf);
+            many(py, g, waiter, Job::Into(buffer.clone().unbind()), n)
+        }
+        Err(e) => failed(py, e),
+    }
 }
 
-fn stop(value: Py<PyAny>) -> PyErr {
-    PyStopIteration::new_err((value,))
+/// `n` ids: all at once on the fast path, else the runs in hand and the rest from the waiting
+/// thread.
+fn many<'py>(
+    py: Python<'py>,
+    g: &Arc<Generator>,
+    waiter: &Arc<Waiter>,
+    job: Job,
+    n: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut runs = Vec::new();
+    let mut got = 0;
+    while got < n {
+        let want = (n - got).min(u32::MAX as usize) as u32;
+        match g.try_reserve(want) {
+            Ok(TryNext::Ready(r)) => {
+                got += r.count as usize;
+                runs.push(r);
+            }
+            Ok(TryNext::Wait { .. }) => break,
+            // The runs in hand are dropped: skipped ids.
+            Err(e) => return failed(py, errors::to_py(py, e)),
+        }
+    }
+    if got == n {
+        return match many_value(py, &job, compose(g, &runs, None)) {
+            Ok(v) => ready(py, v),
+            Err(e) => failed(py, e),
+        };
+    }
+    let mut request = Request::new(job, n);
+    request.runs = runs;
+    waiting(py, g, waiter, request)
 }
+
+/// Called by `cosid._aio.waiting` when first awaited: a future of the running loop, and the
+/// request for it in the waiting thread's queue.
+#[pyclass(frozen, module = "cosid._cosid", name = "_Start")]
+struct Start(Mutex<Option<(Arc<Generator>, Arc<Waiter>, Request)>>);
 
 #[pymethods]
-impl IdAwaitable {
-    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.step(py, None)
-    }
-
-    fn send(&mut self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        self.step(py, Some(value))
-    }
-
-    #[pyo3(signature = (typ, val=None, tb=None))]
-    fn throw(
-        &mut self,
-        py: Python<'_>,
-        typ: &Bound<'_, PyAny>,
-        val: Option<&Bound<'_, PyAny>>,
-        tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
-        match std::mem::replace(&mut self.state, State::Done) {
-            State::Waiting { fut, it } => {
-                // Into the future's iterator (which raises it: the future stays as it is; a
-                // task being cancelled has cancelled it already).
-                let r = match (val, tb) {
-                    (None, None) => it.bind(py).call_method1("throw", (typ,)),
-                    _ => it.bind(py).call_method1("throw", (typ, val, tb)),
-                };
-                if r.is_ok() {
-                    self.state = State::Waiting { fut, it };
-                }
-                r.map(Bound::unbind)
-            }
-            _ => Err(thrown(typ, val)),
-        }
-    }
-
-    /// Stops waiting: the future (if any) is cancelled, the ids issued for it are dropped.
-    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
-        if let State::Waiting { fut, .. } = std::mem::replace(&mut self.state, State::Done) {
-            fut.bind(py).call_method0("cancel")?;
-        }
-        Ok(())
-    }
-}
-
-/// The exception `throw(typ, val)` raises.
-fn thrown(typ: &Bound<'_, PyAny>, val: Option<&Bound<'_, PyAny>>) -> PyErr {
-    if typ.is_instance_of::<pyo3::exceptions::PyBaseException>() {
-        return PyErr::from_value(typ.clone());
-    }
-    let made = match val {
-        Some(v) if v.is_instance_of::<pyo3::exceptions::PyBaseException>() => Ok(v.clone()),
-        Some(v) if !v.is_none() => typ.call1((v,)),
-        _ => typ.call0(),
-    };
-    match made {
-        Ok(e) => PyErr::from_value(e),
-        Err(e) => e,
-    }
-}
-
-impl IdAwaitable {
-    fn step(&mut self, py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
-        match std::mem::replace(&mut self.state, State::Done) {
-            State::Start { g, waiter, job } => self.start(py, g, waiter, job),
-            State::Failed(e) => Err(e),
-            State::Waiting { fut, it } => {
-                let r = match value {
-                    Some(v) if !v.is_none() => it.bind(py).call_method1("send", (v,)),
-                    _ => it.bind(py).call_method0("__next__"),
-                };
-                if r.is_ok() {
-                    self.state = State::Waiting { fut, it };
-                }
-                r.map(Bound::unbind)
-            }
-            State::Done => Err(PyRuntimeError::new_err(
-                "this awaitable of a cosid ..._async call was awaited already; call the \
-                 method again for more ids",
-            )),
-        }
-    }
-
-    /// The first `await`: the fast path, or the request handed to the waiting thread.
-    fn start(
-        &mut self,
-        py: Python<'_>,
-        g: Arc<Generator>,
-        waiter: Arc<Waiter>,
-        job: Job,
-    ) -> PyResult<Py<PyAny>> {
-        let mut runs = Vec::new();
-        match &job {
-            Job::One { text } => match g.try_next() {
-                Ok(TryNext::Ready(id)) => return Err(stop(one_value(py, id, *text)?)),
-                Ok(TryNext::Wait { .. }) => {}
-                Err(e) => return Err(errors::to_py(py, e)),
-            },
-            Job::Batch(_) | Job::Into(_) => {
-                let n = match &job {
-                    Job::Into(buffer) => U64Buffer::get(buffer.bind(py))?.len(),
-                    Job::Batch(n) => *n,
-                    Job::One { .. } => unreachable!(),
-                };
-                let mut got = 0;
-                while got < n {
-                    let want = (n - got).min(u32::MAX as usize) as u32;
-                    match g.try_reserve(want) {
-                        Ok(TryNext::Ready(r)) => {
-                            got += r.count as usize;
-                            runs.push(r);
-                        }
-                        Ok(TryNext::Wait { .. }) => break,
-                        // The runs in hand are dropped: skipped ids.
-                        Err(e) => return Err(errors::to_py(py, e)),
-                    }
-                }
-                if got == n {
-                    let ids = compose(&g, &runs, None);
-                    return Err(stop(many_value(py, &job, ids)?));
-                }
-                return self.wait(py, g, waiter, Request::new(job, n, runs));
-            }
-        }
-        self.wait(py, g, waiter, Request::new(job, 1, runs))
-    }
-
-    fn wait(
-        &mut self,
-        py: Python<'_>,
-        g: Arc<Generator>,
-        waiter: Arc<Waiter>,
-        mut request: Request,
-    ) -> PyResult<Py<PyAny>> {
+impl Start {
+    fn __call__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let taken = self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some((g, waiter, mut request)) = taken else {
+            return Err(PyRuntimeError::new_err("a cosid wait was started twice"));
+        };
         let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?;
         let fut = event_loop.call_method0("create_future")?;
-        let it = fut.call_method0("__await__")?;
         request.fut = Some(fut.clone().unbind());
         request.event_loop = Some(event_loop.unbind());
         waiter.enqueue(&g, request)?;
-        self.state = State::Waiting {
-            fut: fut.unbind(),
-            it: it.clone().unbind(),
-        };
-        self.step(py, None)
+        Ok(fut)
     }
 }
 
 fn one_value(py: Python<'_>, id: u64, text: bool) -> PyResult<Py<PyAny>> {
     if text {
         let mut buf = [0u8; cosid_core::convert::BASE62_WIDTH];
-        Ok(PyString::new(py, cosid_core::convert::write_base62(id, &mut buf)).into_any().unbind())
+        Ok(
+            PyString::new(py, cosid_core::convert::write_base62(id, &mut buf))
+                .into_any()
+                .unbind(),
+        )
     } else {
         Ok(id.into_pyobject(py)?.into_any().unbind())
     }
@@ -303,11 +223,11 @@ struct Request {
 }
 
 impl Request {
-    fn new(job: Job, n: usize, runs: Vec<Reservation>) -> Self {
+    fn new(job: Job, n: usize) -> Self {
         Request {
             job,
             n,
-            runs,
+            runs: Vec::new(),
             fut: None,
             event_loop: None,
         }
@@ -453,7 +373,11 @@ struct Settle {
 impl Settle {
     fn __call__(&self, py: Python<'_>) -> PyResult<()> {
         let fut = self.fut.bind(py);
-        let outcome = self.outcome.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let outcome = self
+            .outcome
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         let Some(outcome) = outcome else {
             return Ok(());
         };

@@ -20,8 +20,8 @@
 //! it; closing or dropping an inherited runtime is the core's `close`, which never touches the
 //! parent's keeper thread or slot.
 
+use crate::aio::{self, Waiter};
 use crate::records::{PyEvent, PyIdParts, PyLayout, PyStats};
-use crate::aio::{self, IdAwaitable, Waiter};
 use crate::{config, errors, interrupt, issue};
 use cosid_core::{Event, Generator};
 use pyo3::prelude::*;
@@ -232,24 +232,34 @@ impl PyRuntime {
         issue::one_str(py, &self.default)
     }
 
-    /// Awaits one id: at once when one is available, else waiting off the event loop.
-    fn next_async(&self) -> IdAwaitable {
-        aio::one(&self.default, &self.waiter, false)
+    /// A coroutine of one id: taken at once when one is available, else awaited off the event
+    /// loop.
+    fn next_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        aio::one(py, &self.default, &self.waiter, false)
     }
 
-    /// Awaits `n` ids (as `next_batch`), waiting off the event loop.
-    fn next_batch_async(&self, py: Python<'_>, n: &Bound<'_, PyAny>) -> IdAwaitable {
+    /// A coroutine of `n` ids (as `next_batch`), awaited off the event loop when they must wait.
+    fn next_batch_async<'py>(
+        &self,
+        py: Python<'py>,
+        n: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         aio::batch(py, &self.default, &self.waiter, n)
     }
 
-    /// Awaits ids filling a buffer (as `next_into`), waiting off the event loop.
-    fn next_into_async(&self, buffer: &Bound<'_, PyAny>) -> IdAwaitable {
-        aio::into_buffer(&self.default, &self.waiter, buffer)
+    /// A coroutine filling a buffer with ids (as `next_into`), awaited off the event loop when
+    /// they must wait.
+    fn next_into_async<'py>(
+        &self,
+        py: Python<'py>,
+        buffer: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        aio::into_buffer(py, &self.default, &self.waiter, buffer)
     }
 
-    /// Awaits one id as base-62 text (as `next_str`), waiting off the event loop.
-    fn next_str_async(&self) -> IdAwaitable {
-        aio::one(&self.default, &self.waiter, true)
+    /// A coroutine of one id as base-62 text (as `next_str`).
+    fn next_str_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        aio::one(py, &self.default, &self.waiter, true)
     }
 
     /// An id (int, or the base-62 text `next_str` returns) taken apart with this runtime's
@@ -401,24 +411,34 @@ impl PyGenerator {
         issue::one_str(py, &self.generator)
     }
 
-    /// Awaits one id: at once when one is available, else waiting off the event loop.
-    fn next_async(&self) -> IdAwaitable {
-        aio::one(&self.generator, &self.waiter, false)
+    /// A coroutine of one id: taken at once when one is available, else awaited off the event
+    /// loop.
+    fn next_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        aio::one(py, &self.generator, &self.waiter, false)
     }
 
-    /// Awaits `n` ids (as `next_batch`), waiting off the event loop.
-    fn next_batch_async(&self, py: Python<'_>, n: &Bound<'_, PyAny>) -> IdAwaitable {
+    /// A coroutine of `n` ids (as `next_batch`), awaited off the event loop when they must wait.
+    fn next_batch_async<'py>(
+        &self,
+        py: Python<'py>,
+        n: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         aio::batch(py, &self.generator, &self.waiter, n)
     }
 
-    /// Awaits ids filling a buffer (as `next_into`), waiting off the event loop.
-    fn next_into_async(&self, buffer: &Bound<'_, PyAny>) -> IdAwaitable {
-        aio::into_buffer(&self.generator, &self.waiter, buffer)
+    /// A coroutine filling a buffer with ids (as `next_into`), awaited off the event loop when
+    /// they must wait.
+    fn next_into_async<'py>(
+        &self,
+        py: Python<'py>,
+        buffer: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        aio::into_buffer(py, &self.generator, &self.waiter, buffer)
     }
 
-    /// Awaits one id as base-62 text (as `next_str`), waiting off the event loop.
-    fn next_str_async(&self) -> IdAwaitable {
-        aio::one(&self.generator, &self.waiter, true)
+    /// A coroutine of one id as base-62 text (as `next_str`).
+    fn next_str_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        aio::one(py, &self.generator, &self.waiter, true)
     }
 
     /// The generator's name.

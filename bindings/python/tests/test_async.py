@@ -23,7 +23,8 @@ from _support import lease_config
 
 
 def test_an_available_id_is_returned_by_the_first_step_without_a_loop(rt: cosid.Runtime) -> None:
-    # The fast path makes no future and needs no event loop: the first step returns the id.
+    # The fast path makes no future and needs no event loop: the coroutine's first step returns
+    # the id.
     for aw in (rt.next_async(), rt.next_str_async(), rt.next_batch_async(3)):
         with pytest.raises(StopIteration) as done:
             aw.send(None)
@@ -90,7 +91,7 @@ def test_errors_arrive_at_the_await_as_the_synchronous_classes(rt: cosid.Runtime
             await rt.next_into_async(bytearray(8))
         aw = rt.next_async()
         await aw
-        with pytest.raises(RuntimeError, match="awaited already"):
+        with pytest.raises(RuntimeError, match="cannot reuse"):
             await aw
         rt.close()
         with pytest.raises(cosid.ClosedError):
@@ -100,7 +101,9 @@ def test_errors_arrive_at_the_await_as_the_synchronous_classes(rt: cosid.Runtime
 
 
 def test_a_task_can_be_created_from_the_awaitable(rt: cosid.Runtime) -> None:
-    assert asyncio.iscoroutine(rt.next_async())
+    coro = rt.next_async()
+    assert asyncio.iscoroutine(coro)
+    coro.close()
 
     async def main() -> int:
         return await asyncio.wait_for(asyncio.create_task(rt.next_async()), timeout=60)

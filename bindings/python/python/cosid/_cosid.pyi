@@ -261,22 +261,24 @@ class Runtime:
         """One id as 11 base-62 characters (sorting the strings sorts the ids)."""
 
     def next_async(self) -> Coroutine[Any, Any, int]:
-        """Awaits one id. Nothing runs until it is awaited; then an id available at once is
-        returned at once (no thread, no future); a wait (the next millisecond, a window being
-        renewed, up to ``max-wait``) runs off the event loop, which keeps running other tasks.
-        Errors are raised at the ``await``, with the classes of ``next()``. Cancelling the
-        awaiting task drops the ids issued for it (skipped, never reissued)."""
+        """A coroutine of one id. An id available at the call is taken then, and the coroutine
+        only returns it (no thread, no future); a wait (the next millisecond, a window being
+        renewed, up to ``max-wait``) starts when it is awaited and runs off the event loop, which
+        keeps running other tasks. Errors are raised at the ``await``, with the classes of
+        ``next()``. Cancelling the awaiting task drops the ids issued for it (skipped, never
+        reissued)."""
 
     def next_batch_async(self, n: int) -> Coroutine[Any, Any, list[int]]:
-        """Awaits ``n`` ids, as ``next_batch`` (all or nothing), waiting off the event loop."""
+        """A coroutine of ``n`` ids, as ``next_batch`` (all or nothing), waiting off the event
+        loop."""
 
     def next_into_async(self, buffer: Any) -> Coroutine[Any, Any, int]:
-        """Awaits ids filling ``buffer``, as ``next_into`` (all or nothing), waiting off the
-        event loop; the buffer is written on the loop's thread when the await returns: do not
-        resize it meanwhile."""
+        """A coroutine filling ``buffer`` with ids, as ``next_into`` (all or nothing), waiting off
+        the event loop; after a wait the buffer is written on the loop's thread as the ``await``
+        returns: do not resize it meanwhile."""
 
     def next_str_async(self) -> Coroutine[Any, Any, str]:
-        """Awaits one id as 11 base-62 characters, as ``next_str``."""
+        """A coroutine of one id as 11 base-62 characters, as ``next_str``."""
 
     def parse(self, id: Union[int, str]) -> IdParts:
         """An id (an int, or the base-62 text of ``next_str``) taken apart with this layout."""
