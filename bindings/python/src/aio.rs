@@ -146,7 +146,10 @@ fn many<'py>(
 /// Called by `cosid._aio.waiting` when first awaited: a future of the running loop, and the
 /// request for it in the waiting thread's queue.
 #[pyclass(frozen, module = "cosid._cosid", name = "_Start")]
-struct Start(Mutex<Option<(Arc<Generator>, Arc<Waiter>, Request)>>);
+struct Start(Mutex<Option<Pending>>);
+
+/// A request not handed to its waiting thread yet, with the generator and the thread's queue.
+type Pending = (Arc<Generator>, Arc<Waiter>, Request);
 
 #[pymethods]
 impl Start {
