@@ -20,7 +20,7 @@ derives from ``CosIdError`` and carries ``status``, the C API status name.
 Runtimes still open are closed (their slots released) at interpreter exit (``atexit``), when
 a ``multiprocessing`` child ends (``fork`` and ``forkserver`` children leave with ``os._exit``,
 which skips ``atexit``), and when the process ends itself with ``signal.raise_signal`` and the
-signal's default action (uvicorn and gunicorn's ``UvicornWorker`` re-raise SIGTERM so after their
+signal's default action (uvicorn and gunicorn's ``UvicornWorker`` re-raise SIGTERM that way after their
 own shutdown, which skips ``atexit``). A process killed by a signal it does not handle (SIGKILL,
 or SIGTERM without a handler) from outside cannot release: its slot is free again once the
 lease's ttl runs out.
