@@ -135,7 +135,7 @@ pub(crate) fn one_str<'py>(py: Python<'py>, g: &Arc<Generator>) -> PyResult<Boun
 }
 
 /// A batch size: an int (not a bool) from 0 to `MAX_BATCH`.
-fn batch_size(py: Python<'_>, n: &Bound<'_, PyAny>) -> PyResult<usize> {
+pub(crate) fn batch_size(py: Python<'_>, n: &Bound<'_, PyAny>) -> PyResult<usize> {
     let n = index(py, n, "the batch size")?;
     match n.extract::<i64>() {
         Ok(v) if v < 0 => Err(errors::invalid(

@@ -5,6 +5,7 @@
 //! classes of `cosid._errors`. The public package is `python/cosid/`; its `_cosid.pyi` types
 //! this module and `mypy.stubtest` checks the two agree.
 
+mod aio;
 mod buffer;
 mod config;
 mod errors;

@@ -20,17 +20,24 @@
 //! it; closing or dropping an inherited runtime is the core's `close`, which never touches the
 //! parent's keeper thread or slot.
 
+use crate::aio::{self, Waiter};
 use crate::records::{PyEvent, PyIdParts, PyLayout, PyStats};
 use crate::{config, errors, interrupt, issue};
 use cosid_core::{Event, Generator};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 /// Set by `_shutdown` (an `atexit` hook of the package): event callbacks stop calling into
 /// Python once the interpreter starts to finalize.
 static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
+
+/// Whether the interpreter is going (no more calls into Python from other threads).
+pub(crate) fn shutting_down() -> bool {
+    SHUTTING_DOWN.load(Ordering::Relaxed)
+}
 
 /// Every live runtime, so `_shutdown` can close them (releasing their slots) before the
 /// interpreter finalizes.
@@ -40,6 +47,15 @@ static LIVE: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
 struct Shared {
     rt: cosid_core::Runtime,
     namespace: String,
+    /// The waiting thread's queue of each generator's `..._async` calls, by generator name.
+    waiters: Mutex<HashMap<String, Arc<Waiter>>>,
+}
+
+impl Shared {
+    fn waiter(&self, name: &str) -> Arc<Waiter> {
+        let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        waiters.entry(name.to_string()).or_default().clone()
+    }
 }
 
 impl Drop for Shared {
@@ -146,6 +162,7 @@ pub(crate) struct PyRuntime {
     shared: Arc<Shared>,
     /// The default generator, kept apart so `next()` reaches it with one pointer.
     default: Arc<Generator>,
+    waiter: Arc<Waiter>,
 }
 
 #[pymethods]
@@ -172,13 +189,22 @@ impl PyRuntime {
         )?
         .map_err(|e| errors::to_py(py, e))?;
         let default = rt.default_generator().clone();
-        let shared = Arc::new(Shared { rt, namespace });
+        let shared = Arc::new(Shared {
+            rt,
+            namespace,
+            waiters: Mutex::default(),
+        });
+        let waiter = shared.waiter(default.name());
         {
             let mut live = LIVE.lock().unwrap_or_else(|p| p.into_inner());
             live.retain(|w| w.strong_count() > 0);
             live.push(Arc::downgrade(&shared));
         }
-        Ok(PyRuntime { shared, default })
+        Ok(PyRuntime {
+            shared,
+            default,
+            waiter,
+        })
     }
 
     /// One id.
@@ -204,6 +230,36 @@ impl PyRuntime {
     /// One id as 11 base-62 characters (sorting the strings sorts the ids).
     fn next_str<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
         issue::one_str(py, &self.default)
+    }
+
+    /// A coroutine of one id: taken at once when one is available, else awaited off the event
+    /// loop.
+    fn next_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        aio::one(py, &self.default, &self.waiter, false)
+    }
+
+    /// A coroutine of `n` ids (as `next_batch`), awaited off the event loop when they must wait.
+    fn next_batch_async<'py>(
+        &self,
+        py: Python<'py>,
+        n: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        aio::batch(py, &self.default, &self.waiter, n)
+    }
+
+    /// A coroutine filling a buffer with ids (as `next_into`), awaited off the event loop when
+    /// they must wait.
+    fn next_into_async<'py>(
+        &self,
+        py: Python<'py>,
+        buffer: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        aio::into_buffer(py, &self.default, &self.waiter, buffer)
+    }
+
+    /// A coroutine of one id as base-62 text (as `next_str`).
+    fn next_str_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        aio::one(py, &self.default, &self.waiter, true)
     }
 
     /// An id (int, or the base-62 text `next_str` returns) taken apart with this runtime's
@@ -236,6 +292,7 @@ impl PyRuntime {
             .generator(&name)
             .map_err(|e| errors::to_py(py, e))?;
         Ok(PyGenerator {
+            waiter: self.shared.waiter(&name),
             _shared: self.shared.clone(),
             generator,
         })
@@ -324,6 +381,7 @@ impl PyRuntime {
 pub(crate) struct PyGenerator {
     _shared: Arc<Shared>,
     generator: Arc<Generator>,
+    waiter: Arc<Waiter>,
 }
 
 #[pymethods]
@@ -351,6 +409,36 @@ impl PyGenerator {
     /// One id as 11 base-62 characters.
     fn next_str<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyString>> {
         issue::one_str(py, &self.generator)
+    }
+
+    /// A coroutine of one id: taken at once when one is available, else awaited off the event
+    /// loop.
+    fn next_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        aio::one(py, &self.generator, &self.waiter, false)
+    }
+
+    /// A coroutine of `n` ids (as `next_batch`), awaited off the event loop when they must wait.
+    fn next_batch_async<'py>(
+        &self,
+        py: Python<'py>,
+        n: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        aio::batch(py, &self.generator, &self.waiter, n)
+    }
+
+    /// A coroutine filling a buffer with ids (as `next_into`), awaited off the event loop when
+    /// they must wait.
+    fn next_into_async<'py>(
+        &self,
+        py: Python<'py>,
+        buffer: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        aio::into_buffer(py, &self.generator, &self.waiter, buffer)
+    }
+
+    /// A coroutine of one id as base-62 text (as `next_str`).
+    fn next_str_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        aio::one(py, &self.generator, &self.waiter, true)
     }
 
     /// The generator's name.

@@ -427,3 +427,29 @@ def test_a_host_calling_c_exit_without_python_atexit_releases_the_slot(tmp_path:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().isdigit()
     assert held_slots(store, "fork", bits=2) == 0
+
+
+def test_a_server_re_raising_sigterm_after_its_shutdown_releases_the_slot(tmp_path: Path) -> None:
+    """uvicorn (also as gunicorn's UvicornWorker) catches SIGTERM, shuts down, restores the
+    handler it found (the default action) and raises the signal again: the process dies without
+    Python's atexit. The slot of a runtime still open must be released then too. A signal
+    raised while a handler is installed is left alone."""
+    store = f"sqlite://{tmp_path / 'slots.db'}"
+    cfg = config(store, None, bits=2, ttl="60s")
+    program = (
+        "import json, os, signal, sys, cosid\n"
+        "original = signal.signal(signal.SIGTERM, lambda *_: None)  # the server's capture\n"
+        "rt = cosid.Runtime(json.loads(sys.argv[1]))  # the app, imported by the server\n"
+        "rt.next()\n"
+        "signal.raise_signal(signal.SIGTERM)  # handled: nothing closes\n"
+        "rt.next()\n"
+        "print(rt.slot, flush=True)\n"
+        "signal.signal(signal.SIGTERM, original)\n"
+        "signal.raise_signal(signal.SIGTERM)\n"
+        "print('still running', flush=True)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", program, json.dumps(cfg)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGTERM, (proc.returncode, proc.stderr)
+    assert proc.stdout.strip().isdigit(), proc.stdout
+    assert held_slots(store, "fork", bits=2) == 0

@@ -17,15 +17,20 @@ fork; ``fail`` raises ``ForkedError`` at every call in the child. A ``memory:`` 
 slot cannot be shared with a child, so those always raise ``ForkedError`` there. Every error
 derives from ``CosIdError`` and carries ``status``, the C API status name.
 
-Runtimes still open are closed (their slots released) at interpreter exit (``atexit``) and when
+Runtimes still open are closed (their slots released) at interpreter exit (``atexit``), when
 a ``multiprocessing`` child ends (``fork`` and ``forkserver`` children leave with ``os._exit``,
-which skips ``atexit``). A process killed by a signal it does not handle (SIGKILL, or SIGTERM
-without a handler) cannot release: its slot is free again once the lease's ttl runs out.
+which skips ``atexit``), and when the process ends itself with ``signal.raise_signal`` and the
+signal's default action (uvicorn and gunicorn's ``UvicornWorker`` re-raise SIGTERM that way after their
+own shutdown, which skips ``atexit``). A process killed by a signal it does not handle (SIGKILL,
+or SIGTERM without a handler) from outside cannot release: its slot is free again once the
+lease's ttl runs out.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
+import signal
 
 from cosid._cosid import (
     MAX_BATCH,
@@ -120,3 +125,47 @@ class _MultiprocessingExit:
 
 # Kept alive for the life of the module (register_after_fork holds it weakly).
 _multiprocessing_exit = _MultiprocessingExit()
+
+
+# Signals whose default action ends the process.
+_ENDING_SIGNALS = frozenset(
+    getattr(signal, name)
+    for name in ("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGALRM",
+                 "SIGPIPE", "SIGABRT")
+    if hasattr(signal, name)
+)
+
+
+def _release_before_raise_signal() -> None:
+    """Closes the open runtimes before ``signal.raise_signal`` ends the process.
+
+    An ASGI server that caught SIGTERM shuts down, restores the handler it found (the default
+    action) and raises the signal again so that the process ends the way its parent expects
+    (uvicorn, also as gunicorn's ``UvicornWorker``). The process then dies without running
+    ``atexit``, and no handler of ours could stand in the way: the server restores the one it
+    found before the app, and cosid with it, was imported. So ``signal.raise_signal`` is wrapped:
+    when the signal's handler is the default action, the signal ends the process and is not
+    blocked, the runtimes are closed first (their slots released). Any other call is passed on
+    untouched.
+    """
+    original = signal.raise_signal
+    if getattr(original, "_cosid_releases", False):  # the module imported again
+        return
+
+    @functools.wraps(original)
+    def raise_signal(signalnum: int, /) -> None:
+        try:
+            ends = (signalnum in _ENDING_SIGNALS
+                    and signal.getsignal(signalnum) == signal.SIG_DFL
+                    and signalnum not in signal.pthread_sigmask(signal.SIG_BLOCK, ()))
+        except (TypeError, ValueError, OSError):
+            ends = False
+        if ends:
+            _shutdown()
+        original(signalnum)
+
+    raise_signal._cosid_releases = True  # type: ignore[attr-defined]
+    signal.raise_signal = raise_signal
+
+
+_release_before_raise_signal()

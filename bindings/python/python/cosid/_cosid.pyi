@@ -1,7 +1,7 @@
 """Types of the native module cosid._cosid (checked against it by mypy.stubtest)."""
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Final, Literal, Optional, Union, final
 
@@ -206,6 +206,18 @@ class Generator:
         """Like ``Runtime.next_into``: all or nothing, the buffer is left as it was on an error."""
 
     def next_str(self) -> str: ...
+    def next_async(self) -> Coroutine[Any, Any, int]:
+        """Like ``Runtime.next_async``."""
+
+    def next_batch_async(self, n: int) -> Coroutine[Any, Any, list[int]]:
+        """Like ``Runtime.next_batch_async``."""
+
+    def next_into_async(self, buffer: Any) -> Coroutine[Any, Any, int]:
+        """Like ``Runtime.next_into_async``."""
+
+    def next_str_async(self) -> Coroutine[Any, Any, str]:
+        """Like ``Runtime.next_str_async``."""
+
     @property
     def name(self) -> str: ...
 
@@ -255,6 +267,26 @@ class Runtime:
 
     def next_str(self) -> str:
         """One id as 11 base-62 characters (sorting the strings sorts the ids)."""
+
+    def next_async(self) -> Coroutine[Any, Any, int]:
+        """A coroutine of one id. An id available at the call is taken then, and the coroutine
+        only returns it (no thread, no future); a wait (the next millisecond, a window being
+        renewed, up to ``max-wait``) starts when it is awaited and runs off the event loop, which
+        keeps running other tasks. Errors are raised at the ``await``, with the classes of
+        ``next()``. Cancelling the awaiting task drops the ids issued for it (skipped, never
+        reissued)."""
+
+    def next_batch_async(self, n: int) -> Coroutine[Any, Any, list[int]]:
+        """A coroutine of ``n`` ids, as ``next_batch`` (all or nothing), waiting off the event
+        loop."""
+
+    def next_into_async(self, buffer: Any) -> Coroutine[Any, Any, int]:
+        """A coroutine filling ``buffer`` with ids, as ``next_into`` (all or nothing), waiting off
+        the event loop; after a wait the buffer is written on the loop's thread as the ``await``
+        returns: do not resize it meanwhile."""
+
+    def next_str_async(self) -> Coroutine[Any, Any, str]:
+        """A coroutine of one id as 11 base-62 characters, as ``next_str``."""
 
     def parse(self, id: Union[int, str]) -> IdParts:
         """An id (an int, or the base-62 text of ``next_str``) taken apart with this layout."""
