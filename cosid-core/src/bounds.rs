@@ -59,6 +59,18 @@ pub const MAX_REDIS_REPLY_BYTES: usize = 1 << 20;
 /// that reads every record) on Redis.
 pub const MAX_REDIS_SNAPSHOT_REPLY_BYTES: usize = 256 << 20;
 
+/// The largest message cosid reads from a PostgreSQL server (its client reserves a message's
+/// declared length as soon as the 5-byte header arrives) for any statement but the two that
+/// list a namespace's records: a row holds one record (a few KB at most: an owner key of
+/// [`MAX_OWNER_KEY_BYTES`] twice), a server's error or notice a few hundred bytes.
+pub const MAX_POSTGRES_MESSAGE_BYTES: usize = 1 << 20;
+
+/// The largest message cosid reads from a PostgreSQL server while a snapshot or the candidate
+/// view of a namespace is in flight: the candidate view's first row lists the live slots'
+/// numbers, at most 2^20 of 7 digits and a comma each (8 MiB), with room to spare. Each record
+/// comes in a row of its own, so the count of rows is bounded by the namespace's slots, not here.
+pub const MAX_POSTGRES_LISTING_MESSAGE_BYTES: usize = 16 << 20;
+
 /// The largest packet the MySQL/MariaDB client reads (mysql_async's client-side
 /// `max_allowed_packet`; set, so that the server's own value, up to 1 GiB, does not become the
 /// client's): a row of cosid's tables is a few KB. 16 MiB, the protocol's largest chunk, so a

@@ -47,6 +47,8 @@ pub mod memory;
 pub mod mysql;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "postgres")]
+mod postgres_reply;
 #[cfg(feature = "redis")]
 pub mod redis;
 #[cfg(feature = "sqlite")]

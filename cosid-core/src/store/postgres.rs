@@ -31,6 +31,7 @@
 //! What PostgreSQL must be set up to keep for uniqueness to hold is in `docs/stores.md`.
 
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
+use super::postgres_reply::{Bounded, BoundedTls, MessageLimit, Refusal};
 use super::{
     CandidateAsk, CandidateView, Cas, NamespaceSnapshot, NamespaceWrite, SlotRead, SlotStore,
     SlotWrite, StoreUrl, Written,
@@ -207,6 +208,8 @@ struct Conn {
     update_slot: Statement,
     delete_slot: Statement,
     started_at: Statement,
+    /// Why the connection's stream failed, when a message was over the bound.
+    refusal: Refusal,
 }
 
 /// How to connect: plain or TLS with a rustls configuration.
@@ -226,6 +229,8 @@ pub struct PostgresStore {
     /// by its share of the timeout (see [`per_host`]).
     hosts: Vec<tokio_postgres::Config>,
     tls: Tls,
+    /// The bound on each message its connections read ([`postgres_reply`](super::postgres_reply)).
+    limit: Arc<MessageLimit>,
     conn: SharedConnection<Arc<Conn>>,
     /// `?restart-guard=` (on by default): report when the server started.
     restart_guard: bool,
@@ -310,6 +315,7 @@ impl PostgresStore {
             ),
             config,
             tls,
+            limit: Arc::default(),
             conn: SharedConnection::new(),
             restart_guard,
         }))
@@ -322,9 +328,9 @@ impl PostgresStore {
             |c| !c.client.is_closed(),
             || {
                 let hosts = self.hosts.clone();
-                let tls = self.tls.clone();
+                let (tls, limit) = (self.tls.clone(), self.limit.clone());
                 self.io
-                    .run(async move { connect_any(hosts, tls).await })
+                    .run(async move { connect_any(hosts, tls, limit).await })
                     .map(Arc::new)
                     .map_err(|f| match f {
                         Failure::Failed(failures) => self.connect_error(&failures),
@@ -348,8 +354,8 @@ impl PostgresStore {
             return Error::store(self.io.scrub(&format!("store {}: {e}", self.io.name())));
         }
         let one = |e: &ConnectError| match e {
-            ConnectError::Pg(e) => connect_message(e, &self.config),
             ConnectError::Schema(e) => e.clone(),
+            e => connect_message(e, &self.config),
         };
         let detail = match failures {
             [(_, e)] => one(e),
@@ -417,7 +423,15 @@ impl PostgresStore {
                 Err(self.io.failure(
                     what,
                     match f {
-                        Failure::Failed(e) => Failure::Failed(pg_message(&e)),
+                        // A message over the bound closes the connection; the client says
+                        // only that.
+                        Failure::Failed(e) => Failure::Failed(
+                            conn.refusal
+                                .get()
+                                .filter(|_| e.is_closed())
+                                .cloned()
+                                .unwrap_or_else(|| pg_message(&e)),
+                        ),
                         Failure::TimedOut => Failure::TimedOut,
                     },
                 ))
@@ -516,7 +530,20 @@ impl PostgresStore {
 
 enum ConnectError {
     Pg(tokio_postgres::Error),
+    /// Opening the socket, or a session that is not the one asked for (read-only).
+    Socket(std::io::Error),
     Schema(String),
+}
+
+impl ConnectError {
+    /// The failure in words, as tokio-postgres words its own connect's.
+    fn text(&self) -> String {
+        match self {
+            ConnectError::Pg(e) => pg_message(e),
+            ConnectError::Socket(e) => format!("error connecting to server: {e}"),
+            ConnectError::Schema(e) => e.clone(),
+        }
+    }
 }
 
 impl From<tokio_postgres::Error> for ConnectError {
@@ -532,6 +559,7 @@ impl From<tokio_postgres::Error> for ConnectError {
 fn refused_for_good(e: &ConnectError) -> bool {
     match e {
         ConnectError::Schema(_) => true,
+        ConnectError::Socket(_) => super::blocking::incurable(&e.text()).is_some(),
         ConnectError::Pg(e) => match e.as_db_error() {
             Some(db) => {
                 let code = db.code().code();
@@ -551,11 +579,12 @@ fn refused_for_good(e: &ConnectError) -> bool {
 async fn connect_any(
     hosts: Vec<tokio_postgres::Config>,
     tls: Tls,
+    limit: Arc<MessageLimit>,
 ) -> Result<Conn, Vec<(usize, ConnectError)>> {
     let mut attempts = tokio::task::JoinSet::new();
     for (i, config) in hosts.into_iter().enumerate() {
-        let tls = tls.clone();
-        attempts.spawn(async move { (i, connect(config, tls).await) });
+        let (tls, limit) = (tls.clone(), limit.clone());
+        attempts.spawn(async move { (i, connect(config, tls, limit).await) });
     }
     let mut failures = Vec::new();
     while let Some(joined) = attempts.join_next().await {
@@ -643,19 +672,13 @@ fn per_host(
         .collect()
 }
 
-async fn connect(config: tokio_postgres::Config, tls: Tls) -> Result<Conn, ConnectError> {
-    let mut client = match tls {
-        Tls::Plain => {
-            let (client, connection) = config.connect(NoTls).await?;
-            tokio::spawn(connection);
-            client
-        }
-        Tls::Rustls(make) => {
-            let (client, connection) = config.connect(make).await?;
-            tokio::spawn(connection);
-            client
-        }
-    };
+async fn connect(
+    config: tokio_postgres::Config,
+    tls: Tls,
+    limit: Arc<MessageLimit>,
+) -> Result<Conn, ConnectError> {
+    let refusal = Refusal::default();
+    let mut client = open(&config, &tls, &limit, &refusal).await?;
     ensure_schema(&mut client).await?;
     Ok(Conn {
         snapshot: client.prepare(&snapshot_sql()).await?,
@@ -668,7 +691,210 @@ async fn connect(config: tokio_postgres::Config, tls: Tls) -> Result<Conn, Conne
         update_slot: client.prepare(UPDATE_SLOT).await?,
         delete_slot: client.prepare(DELETE_SLOT).await?,
         client,
+        refusal,
     })
+}
+
+/// A session with the first of `config`'s hosts (and of each host's addresses) that takes one,
+/// tried in order like tokio-postgres does, the last one's error otherwise. cosid opens each
+/// socket itself (TCP with the connect timeout, `TCP_NODELAY`, keepalives and
+/// `tcp_user_timeout` as the URL asks; or a Unix socket) so that the client reads the server
+/// through a stream bounded by `limit` ([`postgres_reply`](super::postgres_reply)), and then
+/// makes the check the client's own connect would: with `target_session_attrs=read-write`, a
+/// host whose sessions are read-only is refused.
+async fn open(
+    config: &tokio_postgres::Config,
+    tls: &Tls,
+    limit: &Arc<MessageLimit>,
+    refusal: &Refusal,
+) -> Result<Client, ConnectError> {
+    use tokio_postgres::config::Host;
+    let (hosts, hostaddrs, ports) = (
+        config.get_hosts(),
+        config.get_hostaddrs(),
+        config.get_ports(),
+    );
+    let count = hosts.len().max(hostaddrs.len());
+    let mut last = ConnectError::Socket(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        "the URL names no host",
+    ));
+    for i in 0..count {
+        let port = ports
+            .get(i)
+            .or_else(|| ports.first())
+            .copied()
+            .unwrap_or(5432);
+        // The host's name checks the certificate; its address, when given, is where to connect.
+        let name = match hosts.get(i) {
+            Some(Host::Tcp(h)) => h.clone(),
+            _ => String::new(),
+        };
+        let host = match (hostaddrs.get(i), hosts.get(i)) {
+            (Some(ip), _) => Host::Tcp(ip.to_string()),
+            (None, Some(host)) => host.clone(),
+            (None, None) => continue,
+        };
+        let attempt = match host {
+            Host::Tcp(h) => match tokio::net::lookup_host((h.as_str(), port)).await {
+                Ok(addrs) => {
+                    let mut outcome = Err(ConnectError::Socket(std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        "could not resolve any addresses",
+                    )));
+                    for addr in addrs {
+                        outcome = match tcp(addr, config).await {
+                            Ok(stream) => {
+                                let at = format!("{h}:{port}");
+                                session(config, stream, tls, &name, at, limit, refusal).await
+                            }
+                            Err(e) => Err(ConnectError::Socket(e)),
+                        };
+                        if outcome.is_ok() {
+                            break;
+                        }
+                    }
+                    outcome
+                }
+                Err(e) => Err(ConnectError::Socket(e)),
+            },
+            #[cfg(unix)]
+            Host::Unix(dir) => {
+                let path = dir.join(format!(".s.PGSQL.{port}"));
+                match within(
+                    config.get_connect_timeout(),
+                    tokio::net::UnixStream::connect(&path),
+                )
+                .await
+                {
+                    Ok(stream) => {
+                        let at = path.display().to_string();
+                        session(config, stream, tls, &name, at, limit, refusal).await
+                    }
+                    Err(e) => Err(ConnectError::Socket(e)),
+                }
+            }
+        };
+        match attempt {
+            Ok(client) => return Ok(client),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// `connect` bounded by `timeout` (none: unbounded), as tokio-postgres words its expiry.
+async fn within<T>(
+    timeout: Option<&Duration>,
+    connect: impl std::future::Future<Output = std::io::Result<T>>,
+) -> std::io::Result<T> {
+    match timeout {
+        Some(t) => tokio::time::timeout(*t, connect).await.unwrap_or_else(|_| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "connection timed out",
+            ))
+        }),
+        None => connect.await,
+    }
+}
+
+/// A TCP connection to `addr` with the socket options of `config`, as tokio-postgres sets them.
+async fn tcp(
+    addr: std::net::SocketAddr,
+    config: &tokio_postgres::Config,
+) -> std::io::Result<tokio::net::TcpStream> {
+    let stream = within(
+        config.get_connect_timeout(),
+        tokio::net::TcpStream::connect(addr),
+    )
+    .await?;
+    stream.set_nodelay(true)?;
+    let socket = socket2::SockRef::from(&stream);
+    #[cfg(target_os = "linux")]
+    if let Some(t) = config.get_tcp_user_timeout() {
+        socket.set_tcp_user_timeout(Some(*t))?;
+    }
+    if config.get_keepalives() {
+        let mut keepalive = socket2::TcpKeepalive::new().with_time(config.get_keepalives_idle());
+        #[cfg(not(any(
+            target_os = "aix",
+            target_os = "redox",
+            target_os = "solaris",
+            target_os = "openbsd"
+        )))]
+        if let Some(interval) = config.get_keepalives_interval() {
+            keepalive = keepalive.with_interval(interval);
+        }
+        #[cfg(not(any(
+            target_os = "aix",
+            target_os = "redox",
+            target_os = "solaris",
+            target_os = "windows",
+            target_os = "openbsd"
+        )))]
+        if let Some(retries) = config.get_keepalives_retries() {
+            keepalive = keepalive.with_retries(retries);
+        }
+        socket.set_tcp_keepalive(&keepalive)?;
+    }
+    Ok(stream)
+}
+
+/// The session over `stream`, to the server `at` whose certificate names `name`: TLS as
+/// `config`'s `sslmode` says, the startup and authentication, every message read through
+/// [`Bounded`] (the TLS stream's plain text with TLS); then, with
+/// `target_session_attrs=read-write`, the refusal of a read-only session.
+async fn session<S>(
+    config: &tokio_postgres::Config,
+    stream: S,
+    tls: &Tls,
+    name: &str,
+    at: String,
+    limit: &Arc<MessageLimit>,
+    refusal: &Refusal,
+) -> Result<Client, ConnectError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let client = match tls {
+        Tls::Plain => {
+            let bounded = Bounded::new(stream, at, limit.clone(), refusal.clone());
+            let (client, connection) = config.connect_raw(bounded, NoTls).await?;
+            tokio::spawn(connection);
+            client
+        }
+        Tls::Rustls(make) => {
+            use tokio_postgres::tls::MakeTlsConnect;
+            // The connector checks the name at the handshake: making it cannot fail.
+            let inner = match MakeTlsConnect::<S>::make_tls_connect(&mut make.clone(), name) {
+                Ok(inner) => inner,
+                Err(never) => match never {},
+            };
+            let bounded = BoundedTls {
+                inner,
+                at,
+                limit: limit.clone(),
+                refusal: refusal.clone(),
+            };
+            let (client, connection) = config.connect_raw(stream, bounded).await?;
+            tokio::spawn(connection);
+            client
+        }
+    };
+    if config.get_target_session_attrs() == TargetSessionAttrs::ReadWrite {
+        let answer = client.simple_query("SHOW transaction_read_only").await?;
+        let read_only = answer.iter().any(|m| {
+            matches!(m, tokio_postgres::SimpleQueryMessage::Row(row) if row.get(0) == Some("on"))
+        });
+        if read_only {
+            return Err(ConnectError::Socket(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                "database does not allow writes",
+            )));
+        }
+    }
+    Ok(client)
 }
 
 /// Creates the schema if needed, under an advisory lock so concurrent first uses serialize,
@@ -726,13 +952,10 @@ fn pg_message(e: &tokio_postgres::Error) -> String {
 
 /// [`pg_message`] for a failed connect; when only writable hosts were wanted and the last one
 /// tried was read-only, says so (the client reports only the last host's error).
-fn connect_message(e: &tokio_postgres::Error, config: &tokio_postgres::Config) -> String {
-    let text = pg_message(e);
+fn connect_message(e: &ConnectError, config: &tokio_postgres::Config) -> String {
+    let text = e.text();
     let refused_read_only = config.get_target_session_attrs() == TargetSessionAttrs::ReadWrite
-        && std::iter::successors(std::error::Error::source(e), |s| s.source()).any(|s| {
-            s.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
-        });
+        && matches!(e, ConnectError::Socket(io) if io.kind() == std::io::ErrorKind::PermissionDenied);
     if super::blocking::incurable(&text) == Some(super::blocking::Incurable::UnknownHost) {
         format!("{text}; {}", super::blocking::UNKNOWN_HOST_FIX)
     } else if refused_read_only {
@@ -991,6 +1214,7 @@ impl SlotStore for PostgresStore {
 
     fn snapshot(&self, namespace: &str) -> Result<NamespaceSnapshot> {
         let what = "reading a namespace snapshot";
+        let _listing = self.limit.listing();
         let rows = self.query(what, |c| &c.snapshot, params![namespace.to_string()])?;
         super::snapshot_of_rows(
             self.namespace_from(what, &rows, SNAPSHOT_TTL_AT)?,
@@ -1002,6 +1226,7 @@ impl SlotStore for PostgresStore {
     fn candidates(&self, namespace: &str, ask: &CandidateAsk<'_>) -> Result<CandidateView> {
         let what = "reading the candidate slots";
         let preferred = ask.preferred_slot.and_then(|p| i32::try_from(p).ok());
+        let _listing = self.limit.listing();
         let rows = self.query(
             what,
             |c| &c.candidates,
