@@ -28,6 +28,10 @@
 //! hosts (each gets its part of the operation timeout for its TCP connect), so a first host
 //! that does not answer leaves time for the next.
 //!
+//! cosid opens each host's socket itself and hands tokio-postgres a stream that fails a
+//! message longer than its bound (`postgres_reply.rs`): a server that is not PostgreSQL cannot
+//! make the client reserve the 4 GiB a message header may declare.
+//!
 //! What PostgreSQL must be set up to keep for uniqueness to hold is in `docs/stores.md`.
 
 use super::blocking::{Failure, IoRuntime, SharedConnection, DEFAULT_TIMEOUT};
