@@ -190,6 +190,16 @@ impl std::error::Error for FileError {
     }
 }
 
+/// A bound of `bytes` in a store's message: "1 MiB", "16 MiB", or a count of bytes.
+#[cfg(any(feature = "redis", feature = "postgres"))]
+pub(crate) fn bound_text(bytes: usize) -> String {
+    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
 /// `n` bytes in words: "1048576 bytes (1 MiB)".
 pub fn bytes_text(n: u64) -> String {
     match n {

@@ -25,9 +25,15 @@ use std::time::Duration;
 const MARGIN: usize = 16 << 20;
 
 /// A server on a free loopback port that, on each connection, reads and drops whatever comes
-/// and writes `head` and then `filler` again and again until the connection closes. Returns its
-/// `postgres://` URL and the count of bytes it managed to write, over all connections.
-fn hostile_server(head: Vec<u8>, filler: Vec<u8>) -> (String, Arc<AtomicUsize>) {
+/// and writes `head` and then `filler` again and again until the connection closes; with
+/// `startup`, it first reads the client's startup message, answers it with `startup` and waits
+/// for the client's first statement. Returns its `postgres://` URL and the count of bytes it
+/// managed to write, over all connections.
+fn hostile_server(
+    startup: Option<Vec<u8>>,
+    head: Vec<u8>,
+    filler: Vec<u8>,
+) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let written = Arc::new(AtomicUsize::new(0));
@@ -35,6 +41,16 @@ fn hostile_server(head: Vec<u8>, filler: Vec<u8>) -> (String, Arc<AtomicUsize>) 
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
+            if let Some(answer) = &startup {
+                // The startup message: its length (which counts itself), then the rest.
+                let mut length = [0u8; 4];
+                conn.read_exact(&mut length).unwrap();
+                let mut rest = vec![0u8; u32::from_be_bytes(length) as usize - 4];
+                conn.read_exact(&mut rest).unwrap();
+                conn.write_all(answer).unwrap();
+                // The first byte of the first statement.
+                conn.read_exact(&mut [0u8; 1]).unwrap();
+            }
             let mut reader = conn.try_clone().unwrap();
             std::thread::spawn(move || {
                 let mut sink = [0u8; 4096];
@@ -99,14 +115,27 @@ fn header(kind: u8, length: u32) -> Vec<u8> {
 #[test]
 fn a_hostile_postgres_message_fails_at_the_bound_and_costs_bounded_memory() {
     let bound = 1usize << 20;
+    // Authentication done (trust), and ready for a statement.
+    let ready = [
+        header(b'R', 8),
+        0u32.to_be_bytes().to_vec(),
+        header(b'Z', 5),
+        b"I".to_vec(),
+    ]
+    .concat();
     let cases = [
         // An authentication request declaring 1 GiB, then trickling it.
-        ("a 1 GiB authentication request", header(b'R', 1 << 30)),
+        (
+            "a 1 GiB authentication request",
+            None,
+            header(b'R', 1 << 30),
+        ),
         // An error response declaring 200 MiB.
-        ("a 200 MiB error response", header(b'E', 200 << 20)),
+        ("a 200 MiB error response", None, header(b'E', 200 << 20)),
         // A small message first, then one declaring just over the bound.
         (
             "a message just over the bound",
+            None,
             [
                 header(b'R', 8),
                 0u32.to_be_bytes().to_vec(),
@@ -114,10 +143,16 @@ fn a_hostile_postgres_message_fails_at_the_bound_and_costs_bounded_memory() {
             ]
             .concat(),
         ),
+        // A session that starts, then answers the first statement with a 1 GiB row.
+        (
+            "a 1 GiB row in answer to a statement",
+            Some(ready),
+            header(b'D', 1 << 30),
+        ),
     ];
-    for (what, head) in cases {
+    for (what, startup, head) in cases {
         let declared = u32::from_be_bytes(head[head.len() - 4..].try_into().unwrap());
-        let (url, written) = hostile_server(head, vec![b'x'; 64 << 10]);
+        let (url, written) = hostile_server(startup, head, vec![b'x'; 64 << 10]);
         let mut e = None;
         let peak = peak_during(|| e = Some(read_error(&url)));
         let e = e.unwrap();

@@ -681,22 +681,35 @@ async fn connect(
     tls: Tls,
     limit: Arc<MessageLimit>,
 ) -> Result<Conn, ConnectError> {
-    let refusal = Refusal::default();
-    let mut client = open(&config, &tls, &limit, &refusal).await?;
-    ensure_schema(&mut client).await?;
-    Ok(Conn {
-        snapshot: client.prepare(&snapshot_sql()).await?,
-        candidates: client.prepare(&candidates_sql()).await?,
-        read_slot: client.prepare(&read_slot_sql()).await?,
-        started_at: client.prepare(STARTED_AT).await?,
-        insert_namespace: client.prepare(INSERT_NAMESPACE).await?,
-        update_namespace: client.prepare(UPDATE_NAMESPACE).await?,
-        insert_slot: client.prepare(INSERT_SLOT).await?,
-        update_slot: client.prepare(UPDATE_SLOT).await?,
-        delete_slot: client.prepare(DELETE_SLOT).await?,
-        client,
-        refusal,
-    })
+    let (mut client, refusal) = open(&config, &tls, &limit).await?;
+    let kept = refusal.clone();
+    let started = async move {
+        ensure_schema(&mut client).await?;
+        Ok(Conn {
+            snapshot: client.prepare(&snapshot_sql()).await?,
+            candidates: client.prepare(&candidates_sql()).await?,
+            read_slot: client.prepare(&read_slot_sql()).await?,
+            started_at: client.prepare(STARTED_AT).await?,
+            insert_namespace: client.prepare(INSERT_NAMESPACE).await?,
+            update_namespace: client.prepare(UPDATE_NAMESPACE).await?,
+            insert_slot: client.prepare(INSERT_SLOT).await?,
+            update_slot: client.prepare(UPDATE_SLOT).await?,
+            delete_slot: client.prepare(DELETE_SLOT).await?,
+            client,
+            refusal: kept,
+        })
+    };
+    started.await.map_err(|e| refused(e, &refusal))
+}
+
+/// `e`, or when it is the client's "connection closed" after a message over the bound, why.
+fn refused(e: ConnectError, refusal: &Refusal) -> ConnectError {
+    match (e, refusal.get()) {
+        (ConnectError::Pg(e), Some(why)) if e.is_closed() => ConnectError::Socket(
+            std::io::Error::new(std::io::ErrorKind::InvalidData, why.clone()),
+        ),
+        (e, _) => e,
+    }
 }
 
 /// A session with the first of `config`'s hosts (and of each host's addresses) that takes one,
@@ -710,8 +723,7 @@ async fn open(
     config: &tokio_postgres::Config,
     tls: &Tls,
     limit: &Arc<MessageLimit>,
-    refusal: &Refusal,
-) -> Result<Client, ConnectError> {
+) -> Result<(Client, Refusal), ConnectError> {
     use tokio_postgres::config::Host;
     let (hosts, hostaddrs, ports) = (
         config.get_hosts(),
@@ -750,7 +762,7 @@ async fn open(
                         outcome = match tcp(addr, config).await {
                             Ok(stream) => {
                                 let at = format!("{h}:{port}");
-                                session(config, stream, tls, &name, at, limit, refusal).await
+                                session(config, stream, tls, &name, at, limit).await
                             }
                             Err(e) => Err(ConnectError::Socket(e)),
                         };
@@ -773,7 +785,7 @@ async fn open(
                 {
                     Ok(stream) => {
                         let at = path.display().to_string();
-                        session(config, stream, tls, &name, at, limit, refusal).await
+                        session(config, stream, tls, &name, at, limit).await
                     }
                     Err(e) => Err(ConnectError::Socket(e)),
                 }
@@ -856,15 +868,18 @@ async fn session<S>(
     name: &str,
     at: String,
     limit: &Arc<MessageLimit>,
-    refusal: &Refusal,
-) -> Result<Client, ConnectError>
+) -> Result<(Client, Refusal), ConnectError>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    let refusal = Refusal::default();
     let client = match tls {
         Tls::Plain => {
             let bounded = Bounded::new(stream, at, limit.clone(), refusal.clone());
-            let (client, connection) = config.connect_raw(bounded, NoTls).await?;
+            let (client, connection) = config
+                .connect_raw(bounded, NoTls)
+                .await
+                .map_err(|e| refused(e.into(), &refusal))?;
             tokio::spawn(connection);
             client
         }
@@ -881,13 +896,19 @@ where
                 limit: limit.clone(),
                 refusal: refusal.clone(),
             };
-            let (client, connection) = config.connect_raw(stream, bounded).await?;
+            let (client, connection) = config
+                .connect_raw(stream, bounded)
+                .await
+                .map_err(|e| refused(e.into(), &refusal))?;
             tokio::spawn(connection);
             client
         }
     };
     if config.get_target_session_attrs() == TargetSessionAttrs::ReadWrite {
-        let answer = client.simple_query("SHOW transaction_read_only").await?;
+        let answer = client
+            .simple_query("SHOW transaction_read_only")
+            .await
+            .map_err(|e| refused(e.into(), &refusal))?;
         let read_only = answer.iter().any(|m| {
             matches!(m, tokio_postgres::SimpleQueryMessage::Row(row) if row.get(0) == Some("on"))
         });
@@ -898,7 +919,7 @@ where
             )));
         }
     }
-    Ok(client)
+    Ok((client, refusal))
 }
 
 /// Creates the schema if needed, under an advisory lock so concurrent first uses serialize,

@@ -22,6 +22,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::tls::{ChannelBinding, TlsConnect, TlsStream};
 
+use crate::bounds::bound_text as size;
 pub(crate) use crate::bounds::{MAX_POSTGRES_LISTING_MESSAGE_BYTES, MAX_POSTGRES_MESSAGE_BYTES};
 
 /// The message bound of one store's connections: [`MAX_POSTGRES_MESSAGE_BYTES`], or
@@ -53,15 +54,6 @@ impl MessageLimit {
         } else {
             MAX_POSTGRES_MESSAGE_BYTES
         }
-    }
-}
-
-/// `bytes` as text: "1 MiB", "16 MiB", or a count of bytes.
-fn size(bytes: usize) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
-        format!("{} MiB", bytes >> 20)
-    } else {
-        format!("{bytes} bytes")
     }
 }
 

@@ -25,6 +25,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, RedisError, RedisResult};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::bounds::bound_text as size;
 pub(crate) use crate::bounds::{MAX_REDIS_REPLY_BYTES, MAX_REDIS_SNAPSHOT_REPLY_BYTES};
 
 /// The reply bound of one store's connections: [`MAX_REDIS_REPLY_BYTES`], or
@@ -56,15 +57,6 @@ impl ReplyLimit {
         } else {
             MAX_REDIS_REPLY_BYTES
         }
-    }
-}
-
-/// `bytes` as text: "1 MiB", "256 MiB", or a count of bytes.
-fn size(bytes: usize) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
-        format!("{} MiB", bytes >> 20)
-    } else {
-        format!("{bytes} bytes")
     }
 }
 
