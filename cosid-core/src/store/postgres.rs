@@ -50,7 +50,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_postgres::config::{SslMode, TargetSessionAttrs};
+use tokio_postgres::config::{LoadBalanceHosts, SslMode, TargetSessionAttrs};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Row, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
@@ -608,8 +608,8 @@ async fn connect_any(
 
 /// `config` as one configuration per host, each with every other setting of the URL and
 /// `connect_timeout` on its TCP handshake, so that the hosts can be tried at once
-/// ([`connect_any`]). tokio-postgres tries a URL's hosts one after the other and bounds only
-/// each TCP handshake: a server that completes it and then never answers (stopped with SIGSTOP,
+/// ([`connect_any`]). One configuration's hosts are tried one after the other ([`open`], as
+/// tokio-postgres does), and only each TCP handshake is bounded: a server that completes it and then never answers (stopped with SIGSTOP,
 /// wedged; the kernel still accepts its connections) would take the whole operation timeout
 /// every time and keep the store from the next host, the promoted standby. One host, or hosts
 /// given as `hostaddr`s, stay one configuration.
@@ -664,6 +664,7 @@ fn per_host(
                 .keepalives(config.get_keepalives())
                 .keepalives_idle(config.get_keepalives_idle())
                 .target_session_attrs(config.get_target_session_attrs())
+                .load_balance_hosts(config.get_load_balance_hosts())
                 .channel_binding(config.get_channel_binding());
             if let Some(t) = config.get_keepalives_interval() {
                 c.keepalives_interval(t);
@@ -735,7 +736,12 @@ async fn open(
         std::io::ErrorKind::InvalidInput,
         "the URL names no host",
     ));
-    for i in 0..count {
+    let random = config.get_load_balance_hosts() == LoadBalanceHosts::Random;
+    let mut order: Vec<usize> = (0..count).collect();
+    if random {
+        shuffle(&mut order);
+    }
+    for i in order {
         let port = ports
             .get(i)
             .or_else(|| ports.first())
@@ -754,6 +760,10 @@ async fn open(
         let attempt = match host {
             Host::Tcp(h) => match tokio::net::lookup_host((h.as_str(), port)).await {
                 Ok(addrs) => {
+                    let mut addrs: Vec<_> = addrs.collect();
+                    if random {
+                        shuffle(&mut addrs);
+                    }
                     let mut outcome = Err(ConnectError::Socket(std::io::Error::new(
                         std::io::ErrorKind::InvalidInput,
                         "could not resolve any addresses",
@@ -761,7 +771,11 @@ async fn open(
                     for addr in addrs {
                         outcome = match tcp(addr, config).await {
                             Ok(stream) => {
-                                let at = format!("{h}:{port}");
+                                let at = if h.contains(':') {
+                                    format!("[{h}]:{port}")
+                                } else {
+                                    format!("{h}:{port}")
+                                };
                                 session(config, stream, tls, &name, at, limit).await
                             }
                             Err(e) => Err(ConnectError::Socket(e)),
@@ -797,6 +811,15 @@ async fn open(
         }
     }
     Err(last)
+}
+
+/// `items` in a random order (`load_balance_hosts=random`), as tokio-postgres orders hosts and
+/// addresses.
+fn shuffle<T>(items: &mut [T]) {
+    for i in (1..items.len()).rev() {
+        let draw = uuid::Uuid::new_v4().as_u128();
+        items.swap(i, (draw % (i as u128 + 1)) as usize);
+    }
 }
 
 /// `connect` bounded by `timeout` (none: unbounded), as tokio-postgres words its expiry.
@@ -1413,6 +1436,19 @@ impl SlotStore for PostgresStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shuffle_keeps_every_host() {
+        let mut hosts: Vec<usize> = (0..64).collect();
+        shuffle(&mut hosts);
+        let mut sorted = hosts.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..64).collect::<Vec<_>>());
+        let mut one = [7];
+        shuffle(&mut one);
+        assert_eq!(one, [7]);
+        shuffle(&mut [0u8; 0]);
+    }
 
     #[test]
     fn tls_and_session_parameters_are_taken_off_the_url() {
