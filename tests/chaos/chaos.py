@@ -391,7 +391,7 @@ class Ctx:
     def spawn(self, label: str, key: str | None = None, skew: str | None = None, via_proxy: bool = False,
               rate: int | None = None, url: str | None = None, env: dict | None = None,
               preferred_slot: int | None = None, lang: str = "cli", extra: list | None = None,
-              acquire_timeout: str | None = None, ttl: str = TTL) -> Proc:
+              acquire_timeout: str | None = None, ttl: str = TTL, bits: int | None = None) -> Proc:
         key = key or f"{self.namespace}-{label}"
         env = dict(self.cmd_env, **(env or {}))
         worker = self.binding_worker(label, lang)
@@ -409,11 +409,12 @@ class Ctx:
         args = ["next", "--follow", "--rate", str(rate or self.run.args.rate), "--format", "dec",
                 "--store", url or self.url(via_proxy), "--namespace", self.namespace,
                 "--owner-key", key, "--ttl", ttl, "--tolerance", TOLERANCE]
-        if preferred_slot is not None or acquire_timeout is not None:
+        if preferred_slot is not None or acquire_timeout is not None or bits is not None:
             # No flag for them: a configuration file, which the flags above complete.
             cfg = self.dir / f"{label}.yaml"
             cfg.write_text("cosid:\n  machine:\n    lease:\n      store: 'memory:'\n"
                            + (f"      preferred-slot: {preferred_slot}\n" if preferred_slot is not None else "")
+                           + (f"      bits: {bits}\n" if bits is not None else "")
                            + f"      acquire-timeout: {acquire_timeout or ttl}\n")
             args += ["--config", str(cfg)]
         p = Proc(self, label, args, key, skew=skew, env=env)

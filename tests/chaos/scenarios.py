@@ -756,6 +756,66 @@ def redis_old_snapshot(ctx):
     ctx.after_checks.append(lambda: check_newcomers_above(ctx, loss))
 
 
+@scenario("namespace-raised-then-deleted", ALL, check_holders=False,
+          procs_note="2 on a namespace of 2 slots, +2 after its limit is raised to 4; all stopped, the namespace "
+                     "deleted, +2 on the namespace made again (one 3 s behind)",
+          why="`cosid namespace raise-slots` under running holders, then `cosid namespace delete --yes` and a "
+              "namespace of the same name created again: its windows start above every id of the deleted one")
+def namespace_raised_then_deleted(ctx):
+    """An operator's changes to a namespace's life (docs/stores.md): a raised limit is taken by
+    new runtimes while the holders keep theirs; a deleted namespace leaves a tombstone whose
+    not-before is above every id it issued, so its successor never repeats one."""
+    def until_issuing(procs):
+        for _ in range(150):
+            if all(p.has_issued() for p in procs):
+                return
+            ctx.sleep(0.1)
+
+    def admin(args, label):
+        r = ctx.cosid_cmd(["namespace", *args, "--store", ctx.url(), "--namespace", ctx.namespace],
+                          label=label)
+        ctx.check(r.returncode == 0, f"cosid namespace {args[0]} failed: {ctx.redact(r.stderr.strip())[-200:]}")
+        return r
+
+    first = [ctx.spawn("p0", bits=1), ctx.spawn("p1", bits=1)]
+    until_issuing(first)
+    raised = admin(["raise-slots", "--slots", "4"], "raise-slots")
+    # One asks for the layout's raised share with 2 bits, one keeps its 1 bit: both are taken.
+    more = [ctx.spawn("p2", bits=2), ctx.spawn("p3", bits=1)]
+    until_issuing(more)
+    ctx.sleep(1.0)
+    old = first + more
+    for p in old:
+        p.terminate()
+    for p in old:
+        p.wait(20)
+    ctx.note("every holder stopped (slots released)")
+    deleted = admin(["delete", "--yes"], "delete")
+    ctx.note("namespace deleted")
+    # n1's clock is 3 s behind: only the tombstone's not-before keeps it from issuing in the
+    # deleted namespace's past (on SQLite and etcd, whose windows follow the client's clock).
+    new = [ctx.spawn("n0", bits=1), ctx.spawn("n1", bits=1, skew="-3s")]
+    until_issuing(new)
+    ctx.sleep(1.0)
+
+    def after():
+        for p in old:
+            ctx.check(bool(p.ids()), f"{p.label} issued nothing")
+            ctx.check(p.returncode == 0, f"{p.label} did not stop cleanly on SIGTERM (exit {p.returncode})")
+        used = set().union(*(slots_of(p) for p in old))
+        ctx.check(len(used) == 4 and used <= set(range(4)),
+                  f"the four holders used slots {sorted(used)}, not four of the raised limit's 0..3")
+        last = max(decode(i)[0] for p in old for i in p.ids())
+        for p in new:
+            ctx.check(bool(p.ids()), f"{p.label} issued nothing on the namespace made again")
+            low = [i for i in p.ids() if decode(i)[0] <= last]
+            ctx.check(not low, f"{p.label} issued {len(low)} ids at or below the deleted namespace's last id "
+                               f"({last} ms)")
+        ctx.event(f"raise-slots: `{ctx.redact(raised.stdout.strip())[:160]}`; delete: "
+                  f"`{ctx.redact(deleted.stdout.strip())[:160]}`")
+    ctx.after_checks.append(after)
+
+
 @scenario("ttl-mismatch-refused", ALL, errors_ok=True,
           procs_note="2 holders with ttl 2s, +3 with ttl 1s or 5s (the CLI and the C library)",
           why="a runtime of another ttl than the one the namespace records is refused: the restart guard bounds a "
